@@ -1,0 +1,186 @@
+"""Command line: ``parabench list | env | run``.
+
+Usage::
+
+    parabench list [--json]
+    parabench env [--json]
+    parabench run [--workload W,..] [--method M,..] [--device cpu,cuda] [--workers 1,2]
+                  [--batch-size N,..|auto] [--epochs N] [--profile tiny|quick|full]
+                  [--repeats R] [--seed S] [--timeout SEC] [--out FILE.jsonl] [--resume]
+
+Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
+2 usage error (one line on stderr saying what was wrong and what is valid). Argument parsing
+lives in ``build_parser``; each subcommand is one ``cmd_<name>`` function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from parabench.config import AUTO, DEVICES, PROFILES, BatchSize, ConfigError
+from parabench.registry import UnknownNameError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line input; becomes one stderr line and exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _csv(convert: Callable[[str], object], what: str) -> Callable[[str], list]:
+    def parse(text: str) -> list:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}")
+        try:
+            return [convert(t) for t in items]
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid {what} in {text!r}: {exc}") from None
+
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{value} is not >= 1")
+    return value
+
+
+def _batch(text: str) -> BatchSize:
+    return AUTO if text == AUTO else _positive_int(text)
+
+
+def _choice(valid: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in valid:
+            raise ValueError(f"{text!r} is not one of {', '.join(valid)}")
+        return text
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="parabench", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("list", help="workloads and methods, and what can run here")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("env", help="system / runtime summary")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("run", help="run a grid of cases (default: the quick sweep of everything)")
+    p.add_argument("--workload", type=_csv(str, "workload names"), help="default: all")
+    p.add_argument("--method", type=_csv(str, "method names"), help="default: all runnable")
+    p.add_argument("--device", type=_csv(_choice(DEVICES), "devices"),
+                   help="cpu, cuda (default: cpu, plus cuda when a GPU is present)")
+    p.add_argument("--workers", type=_csv(_positive_int, "worker counts"),
+                   help="default: each method's own (1, 2, 4, .. up to the cores here)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads per worker (default: cores // workers)")
+    p.add_argument("--oversubscribe", action="store_true",
+                   help="allow workers x threads > cores (otherwise such cases are skipped)")
+    p.add_argument("--batch-size", type=_csv(_batch, "batch sizes"), default=[None],
+                   help="N[,N..] or 'auto' (default: the workload's)")
+    p.add_argument("--epochs", type=_positive_int, default=3,
+                   help="epochs per case; the first is warm-up (default: 3)")
+    p.add_argument("--profile", type=_choice(PROFILES), default="quick",
+                   help="data/model size: tiny, quick, full (default: quick)")
+    p.add_argument("--repeats", type=_positive_int, default=1, help="repeats per case")
+    p.add_argument("--seed", type=int, default=0, help="data and model seed (default: 0)")
+    p.add_argument("--timeout", type=float, default=600.0, help="per-case timeout in seconds")
+    p.add_argument("--out", default="results.jsonl", help="JSON Lines file results append to")
+    p.add_argument("--resume", action="store_true", help="skip cases already recorded as ok")
+    return parser
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from parabench.registry import methods, workloads
+
+    data = {
+        "workloads": [
+            {"name": w.name, "family": w.family, "quality": w.quality.name,
+             "description": w.description}
+            for w in workloads
+        ],
+        "methods": [
+            {"name": m.name, "description": m.description, "devices": list(m.devices),
+             "requires": sorted(m.requires),
+             "runnable": {d: m.unavailable(d) is None for d in m.devices},
+             "reason": {d: r for d in m.devices if (r := m.unavailable(d))}}
+            for m in methods
+        ],
+    }
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    print("Workloads:")
+    for w in data["workloads"]:
+        print(f"  {w['name']:<16} {w['family']:<10} {w['quality']:<10} {w['description']}")
+    print("\nMethods (device: runnable here?):")
+    for m in data["methods"]:
+        where = ", ".join(f"{d} {'yes' if ok else 'no'}" for d, ok in m["runnable"].items())
+        print(f"  {m['name']:<16} {where:<20} {m['description']}")
+        for device, reason in m["reason"].items():
+            print(f"  {'':<16} {device}: {reason}")
+    return EXIT_OK
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from parabench.envinfo import environment, format_environment
+
+    info = environment()
+    print(json.dumps(info, indent=2) if args.json else format_environment(info))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from parabench.report import format_table, summarize
+    from parabench.result import FAILED_STATUSES
+    from parabench.runner import Grid, run_grid
+
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
+    grid = Grid(
+        workloads=args.workload, methods=args.method, devices=args.device,
+        workers=args.workers, batch_sizes=args.batch_size, epochs=args.epochs,
+        profile=args.profile, repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
+        threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
+    )
+    results = run_grid(grid, out=args.out, resume=args.resume)
+    print(format_table(summarize(results)))
+    print(f"\n{len(results)} case(s); results in {args.out}")
+    return EXIT_FAILED if any(r.status in FAILED_STATUSES for r in results) else EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list": cmd_list,
+    "env": cmd_env,
+    "run": cmd_run,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except (UsageError, UnknownNameError, ConfigError) as exc:
+        print(f"parabench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("parabench: interrupted; results recorded so far are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

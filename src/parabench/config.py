@@ -1,0 +1,143 @@
+"""Run configuration: one frozen, validated description of one benchmark case.
+
+Usage::
+
+    cfg = RunConfig(workload="mlp", method="serial", workers=1, profile="tiny")
+    cfg = RunConfig.from_dict({"workload": "mlp", "method": "serial"})   # unknown keys rejected
+    cfg.to_dict()
+
+Validation happens on construction, so a RunConfig that exists is a RunConfig that makes
+sense; errors are :class:`ConfigError` (a ``ValueError``) whose message says what is valid.
+Whether the *names* exist is the registry's business (:mod:`parabench.registry`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DEVICES = ("cpu", "cuda")
+PROFILES = ("tiny", "quick", "full")
+AUTO = "auto"
+
+BatchSize = int | Literal["auto"] | None
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says what is valid."""
+
+
+def available_cores() -> int:
+    """Cores this process may run on (respects affinity masks / cgroup cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS / Windows
+        return os.cpu_count() or 1
+
+
+def _require_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One case: which workload, which method, on what, how big, how often.
+
+    ``batch_size`` None means the workload's default for the profile; ``"auto"`` asks the
+    method to find the largest batch that fits. ``threads_per_worker`` None means the fair
+    share ``cores // workers`` (at least 1).
+    """
+
+    workload: str
+    method: str
+    device: str = "cpu"
+    workers: int = 1
+    threads_per_worker: int | None = None
+    batch_size: BatchSize = None
+    epochs: int = 3
+    profile: str = "quick"
+    seed: int = 0
+    repeat: int = 0
+    timeout_s: float = 600.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("workload", "method"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{name} must be a non-empty name, got {value!r}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"unknown device {self.device!r}; valid: {', '.join(DEVICES)}")
+        if self.profile not in PROFILES:
+            raise ConfigError(f"unknown profile {self.profile!r}; valid: {', '.join(PROFILES)}")
+        _require_int("workers", self.workers, 1)
+        if self.threads_per_worker is not None:
+            _require_int("threads_per_worker", self.threads_per_worker, 1)
+        if self.batch_size is not None and self.batch_size != AUTO:
+            _require_int("batch_size", self.batch_size, 1)
+        _require_int("epochs", self.epochs, 1)
+        _require_int("seed", self.seed, 0)
+        _require_int("repeat", self.repeat, 0)
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
+            raise ConfigError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if not isinstance(self.options, dict):
+            raise ConfigError(f"options must be a mapping, got {type(self.options).__name__}")
+        # Freeze a private copy so a caller mutating its dict cannot change the case.
+        object.__setattr__(self, "options", dict(self.options))
+
+    @property
+    def threads(self) -> int:
+        """Threads each worker process gets: explicit, or the fair share of the cores."""
+        if self.threads_per_worker is not None:
+            return self.threads_per_worker
+        return max(1, available_cores() // self.workers)
+
+    def oversubscribed(self, cores: int | None = None) -> bool:
+        """True when workers x threads exceeds the cores available."""
+        return self.workers * self.threads > (cores or available_cores())
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown config key(s): {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+    def key(self) -> tuple[Any, ...]:
+        """Identity of the case, used by ``--resume`` to recognise finished cases."""
+        return (
+            self.workload,
+            self.method,
+            self.device,
+            self.workers,
+            self.threads,
+            self.batch_size,
+            self.epochs,
+            self.profile,
+            self.seed,
+            self.repeat,
+            tuple(sorted((k, repr(v)) for k, v in self.options.items())),
+        )
+
+    def label(self) -> str:
+        bs = "default" if self.batch_size is None else self.batch_size
+        return (
+            f"{self.workload}/{self.method} {self.device} w={self.workers} "
+            f"t={self.threads} bs={bs} r{self.repeat}"
+        )

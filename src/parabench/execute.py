@@ -1,0 +1,153 @@
+"""Run one case in *this* process: the body of a runner's isolated worker.
+
+Usage::
+
+    result = execute(config, progress=print)      # never raises for a failing case
+
+The runner starts ``python -m parabench.execute CONFIG_JSON RESULT_PATH`` in its own process
+group and reads RESULT_PATH afterwards; see :mod:`parabench.runner`. Whatever happens, the
+result keeps everything measured before the failure (start-up, finished epochs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from parabench.config import RunConfig
+from parabench.measure import self_max_rss_mb, tree_cpu_seconds
+from parabench.method import Session
+from parabench.registry import methods, workloads
+from parabench.result import QualityValue, Result
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    # torch.OutOfMemoryError (CUDA) without importing torch here
+    return type(exc).__name__ in {"OutOfMemoryError", "OutOfMemoryException"}
+
+
+def skipped(config: RunConfig, reason: str) -> Result:
+    return Result(**_identity(config), status="skipped", reason=reason)
+
+
+def _identity(config: RunConfig) -> dict[str, Any]:
+    return {
+        "workload": config.workload,
+        "method": config.method,
+        "device": config.device,
+        "workers": config.workers,
+        "threads_per_worker": config.threads,
+        "batch_size": config.batch_size,
+        "epochs": config.epochs,
+        "profile": config.profile,
+        "seed": config.seed,
+        "repeat": config.repeat,
+        "config": config.to_dict(),
+    }
+
+
+def execute(config: RunConfig, progress: Callable[[str], None] | None = None) -> Result:
+    say = progress or (lambda _msg: None)
+    workload = workloads.get(config.workload)
+    method = methods.get(config.method)
+    if (reason := method.check(workload, config)) is not None:
+        return skipped(config, reason)
+
+    m: dict[str, Any] = {"epoch_s": [], "loss": [], "status": "ok", "reason": ""}
+    session: Session | None = None
+    try:
+        session = method.session(workload, config)
+        say("starting")
+        t0 = time.perf_counter()
+        session.start()
+        m["startup_s"] = time.perf_counter() - t0
+        cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
+        for epoch in range(config.epochs):
+            stats = session.train_epoch(epoch)
+            m["epoch_s"].append(stats.seconds)
+            m["loss"].append(stats.loss)
+            say(f"epoch {epoch + 1}/{config.epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
+        wall = time.perf_counter() - wall0
+        cores = config.workers * session.threads_per_worker
+        m["cpu_efficiency"] = (tree_cpu_seconds(os.getpid()) - cpu0) / (wall * cores)
+        say("evaluating")
+        t0 = time.perf_counter()
+        value = session.evaluate()
+        m["eval_s"] = time.perf_counter() - t0
+        m["quality"] = QualityValue(
+            name=workload.quality.name,
+            value=value,
+            higher_is_better=workload.quality.higher_is_better,
+        )
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        m["status"] = "oom" if is_oom(exc) else "failed"
+        m["reason"] = f"{type(exc).__name__}: {exc}".strip()
+        if m["status"] == "oom":
+            m["reason"] += " (try a smaller --batch-size, or more workers/devices)"
+        m["traceback"] = traceback.format_exc(limit=8)
+    finally:
+        if session is not None:
+            session.close()
+    return _finish(config, session, m)
+
+
+def _finish(config: RunConfig, session: Session | None, m: dict[str, Any]) -> Result:
+    identity = _identity(config)
+    extra: dict[str, Any] = {"self_max_rss_mb": self_max_rss_mb()}
+    samples = None
+    if session is not None:
+        identity["threads_per_worker"] = session.threads_per_worker
+        identity["batch_size"] = session.batch_size or config.batch_size
+        samples = session.samples_per_epoch or None
+        extra.update(session.notes)
+        m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
+    if "traceback" in m:
+        extra["traceback"] = m.pop("traceback")
+    result = Result(
+        **identity,
+        status=m.pop("status"),
+        reason=m.pop("reason"),
+        samples_per_epoch=samples,
+        extra=extra,
+        **m,
+    )
+    if samples and result.median_epoch_s:
+        return dataclasses.replace(result, samples_per_s=samples / result.median_epoch_s)
+    return result
+
+
+def _safe(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001 - a memory query must not lose the result
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry: ``python -m parabench.execute CONFIG_JSON RESULT_PATH``."""
+    config_json, result_path = argv or sys.argv[1:]
+    config = RunConfig.from_dict(json.loads(config_json))
+
+    def say(msg: str) -> None:
+        print(msg, flush=True)
+
+    result = execute(config, progress=say)
+    tmp = Path(result_path + ".tmp")
+    tmp.write_text(result.to_json())
+    tmp.replace(result_path)  # the runner sees the whole result or none
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

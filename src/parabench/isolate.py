@@ -1,0 +1,145 @@
+"""Run one case in its own process group, with a timeout, and turn any ending into a Result.
+
+Usage::
+
+    result = run_isolated(config, workdir=Path(tmp), on_tick=lambda line: ...)
+
+The worker (``python -m parabench.execute``) gets the fair thread budget through the usual
+environment variables, a fresh session (``start_new_session``) so that the whole group can be
+killed, and its memory is sampled from here. A crash, a hang past ``config.timeout_s`` or a
+kill by the out-of-memory killer each becomes a result with that status and a reason; every
+process the case started is gone when this returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psutil
+
+from parabench.config import RunConfig
+from parabench.envinfo import fingerprint, git_commit
+from parabench.execute import skipped
+from parabench.measure import TreeSampler
+from parabench.result import Result
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+_EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ ([0-9.]+)s loss ([-0-9.eE+naninf]+)$")
+
+
+def worker_env(config: RunConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({var: str(config.threads) for var in THREAD_VARS})
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def kill_case(pgid: int, seen: dict[int, float]) -> None:
+    """SIGKILL the case's process group, then any process it started that left the group."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid, created in seen.items():
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == created:  # not a recycled pid
+                proc.kill()
+        except psutil.Error:
+            pass
+
+
+def _tail(path: Path, lines: int = 1) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def _salvaged(config: RunConfig, status: str, reason: str, out_log: Path) -> Result:
+    """A result for a worker that died before writing one: keep the epochs it reported."""
+    epoch_s, loss = [], []
+    for line in out_log.read_text(errors="replace").splitlines() if out_log.exists() else []:
+        if m := _EPOCH_LINE.match(line.strip()):
+            epoch_s.append(float(m.group(2)))
+            loss.append(float(m.group(3)))
+    base = skipped(config, reason)
+    return dataclasses.replace(base, status=status, epoch_s=epoch_s, loss=loss)
+
+
+def _ending(rc: int, timed_out: bool, config: RunConfig, peak_mb: float, err: str) -> tuple[str, str]:
+    if timed_out:
+        return "timeout", f"exceeded the {config.timeout_s:g}s case timeout; the case was killed"
+    if rc == -signal.SIGKILL:
+        return "oom", (
+            f"killed by SIGKILL, most likely the out-of-memory killer (peak RSS {peak_mb:.0f} MB); "
+            "try a smaller --batch-size or profile"
+        )
+    if rc < 0:
+        return "failed", f"worker killed by {signal.Signals(-rc).name}" + (f": {err}" if err else "")
+    if rc != 0:
+        return "failed", f"worker exited with code {rc}" + (f": {err}" if err else "")
+    return "failed", "worker exited without writing a result" + (f": {err}" if err else "")
+
+
+def run_isolated(
+    config: RunConfig, *, workdir: Path, on_tick: Callable[[str], None] | None = None
+) -> Result:
+    stem = f"case-{os.getpid()}-{time.monotonic_ns()}"
+    result_path, out_log, err_log = (workdir / f"{stem}{s}" for s in (".json", ".out", ".err"))
+    cmd = [
+        sys.executable, "-m", "parabench.execute", json.dumps(config.to_dict()), str(result_path)
+    ]
+    t0 = time.monotonic()
+    timed_out = False
+    with out_log.open("wb") as out, err_log.open("wb") as err:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            env=worker_env(config), start_new_session=True,
+        )
+        seen: dict[int, float] = {}
+        with TreeSampler(proc.pid) as sampler:
+            while True:
+                try:
+                    rc = proc.wait(timeout=0.2)
+                    break
+                except subprocess.TimeoutExpired:
+                    seen.update(sampler.seen)
+                    if time.monotonic() - t0 > config.timeout_s:
+                        timed_out = True
+                        kill_case(proc.pid, seen)
+                        rc = proc.wait()
+                        break
+                    if on_tick is not None:
+                        on_tick(_tail(out_log))
+        seen.update(sampler.seen)
+        kill_case(proc.pid, seen)  # orphans a finished case left behind
+    wall = time.monotonic() - t0
+
+    if result_path.exists():
+        result = Result.from_dict(json.loads(result_path.read_text()))
+    else:
+        status, reason = _ending(rc, timed_out, config, sampler.peak_rss_mb, _tail(err_log))
+        result = _salvaged(config, status, reason, out_log)
+    for path in (result_path, out_log, err_log):
+        path.unlink(missing_ok=True)
+    self_peak = float(result.extra.get("self_max_rss_mb", 0.0))
+    return dataclasses.replace(
+        result,
+        peak_rss_mb=round(max(sampler.peak_rss_mb, self_peak), 1),
+        wall_s=wall,
+        env=fingerprint(),
+        git_commit=git_commit(),
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )

@@ -1,0 +1,125 @@
+"""Methods (*how* a workload is parallelized) and the Session lifecycle they open.
+
+Usage::
+
+    method = methods.get("serial")
+    if (reason := method.check(workload, config)) is None:
+        with method.session(workload, config) as s:
+            s.start()                       # spawn / rendezvous / JIT: timed once as startup_s
+            for epoch in range(config.epochs):
+                stats = s.train_epoch(epoch)  # steady state: never spawns anything
+            quality = s.evaluate()
+        # close() ran: nothing of the session is left running, even after an error
+
+A method declares what it ``requires`` (see :mod:`parabench.hardware`), the ``devices`` it
+runs on, and which workloads it ``supports``. ``check`` turns all of that into one reason
+string, so the runner can record a skipped case instead of crashing on it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from parabench import hardware
+from parabench.config import RunConfig, available_cores
+from parabench.workload import Workload
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpochStats:
+    """One training epoch as the session measured it.
+
+    ``seconds`` is wall time of the epoch (for multi-process methods: the slowest rank's
+    time between barriers); ``samples`` counts every rank's samples.
+    """
+
+    seconds: float
+    loss: float
+    samples: int
+    components: dict[str, float] = field(default_factory=dict)
+
+
+class Session(ABC):
+    """A started method + workload pair. Subclasses implement the four lifecycle steps."""
+
+    def __init__(self, workload: Workload, config: RunConfig) -> None:
+        self.workload = workload
+        self.config = config
+        #: filled by the session so the result records what actually ran
+        self.threads_per_worker: int = config.threads
+        self.batch_size: int | None = None
+        self.samples_per_epoch: int = 0
+        self.notes: dict[str, Any] = {}
+
+    @abstractmethod
+    def start(self) -> None:
+        """Everything done once: data, model, processes, clusters, compilation."""
+
+    @abstractmethod
+    def train_epoch(self, epoch: int) -> EpochStats:
+        """Train one epoch over the training data and time it."""
+
+    @abstractmethod
+    def evaluate(self) -> float:
+        """The workload's quality metric on held-out data."""
+
+    def close(self) -> None:
+        """Release everything ``start`` acquired. Must be safe to call twice or after errors."""
+
+    def peak_gpu_mb(self) -> float | None:
+        return None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Method(ABC):
+    """Base of all methods. Subclasses set the class attributes and implement ``session``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    requires: ClassVar[frozenset[str]] = frozenset()
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    #: workload families this method can train ("torch", "estimator")
+    families: ClassVar[frozenset[str]] = frozenset()
+    #: None: any count; otherwise the largest worker count this method can use
+    max_workers: ClassVar[int | None] = None
+
+    def supports(self, workload: Workload) -> bool:
+        return workload.family in self.families
+
+    def default_workers(self, cores: int | None = None) -> list[int]:
+        """Worker counts a default sweep tries: 1, 2, 4, ... up to the cores here."""
+        cores = cores or available_cores()
+        limit = min(cores, self.max_workers or cores)
+        counts, n = [], 1
+        while n <= limit:
+            counts.append(n)
+            n *= 2
+        return counts
+
+    def unavailable(self, device: str = "cpu") -> str | None:
+        """Why this method cannot run on this machine at all (None: it can)."""
+        needs = set(self.requires) | ({"cuda"} if device == "cuda" else set())
+        return hardware.missing(needs)
+
+    def check(self, workload: Workload, config: RunConfig) -> str | None:
+        """Why this case cannot run here (None: it can). Never raises for a bad combination."""
+        if not self.supports(workload):
+            return f"{self.name} does not support workload {workload.name} ({workload.family})"
+        if config.device not in self.devices:
+            return f"{self.name} runs on {', '.join(self.devices)}, not {config.device}"
+        if self.max_workers is not None and config.workers > self.max_workers:
+            return f"{self.name} runs at most {self.max_workers} worker(s), asked {config.workers}"
+        if config.batch_size == "auto" and workload.family != "torch":
+            return f"--batch-size auto applies to mini-batch workloads, not {workload.name}"
+        return self.unavailable(config.device) or hardware.missing(workload.requires)
+
+    @abstractmethod
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        """A not-yet-started session for this case."""

@@ -1,0 +1,142 @@
+"""Results: one JSON object per case, schema-versioned, appended to JSON Lines atomically.
+
+Usage::
+
+    append_result("results.jsonl", result)          # one write(2) of one whole line
+    for r in read_results("results.jsonl"): ...     # a torn last line is skipped, not fatal
+    Result.from_dict(json.loads(line))              # round-trips to_dict()
+
+Everything downstream (summary table, pytest-benchmark extra_info, asv tracks) reads these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+STATUSES = ("ok", "failed", "timeout", "oom", "skipped")
+FAILED_STATUSES = frozenset({"failed", "timeout", "oom"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class QualityValue:
+    name: str
+    value: float | None
+    higher_is_better: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """One case's outcome. Times in seconds, memory in MiB."""
+
+    workload: str
+    method: str
+    device: str
+    workers: int
+    threads_per_worker: int
+    batch_size: int | str | None
+    epochs: int
+    profile: str
+    seed: int
+    repeat: int
+    status: str
+    reason: str = ""
+    startup_s: float | None = None
+    epoch_s: list[float] = field(default_factory=list)
+    eval_s: float | None = None
+    samples_per_epoch: int | None = None
+    samples_per_s: float | None = None
+    loss: list[float] = field(default_factory=list)
+    quality: QualityValue | None = None
+    peak_rss_mb: float | None = None
+    peak_gpu_mb: float | None = None
+    cpu_efficiency: float | None = None
+    wall_s: float | None = None
+    #: the RunConfig as requested (top-level fields hold what actually ran)
+    config: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    git_commit: str | None = None
+    timestamp: str = ""
+    schema: int = SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}; valid: {', '.join(STATUSES)}")
+
+    @property
+    def steady_epoch_s(self) -> list[float]:
+        """Epoch times without the first (warm-up) epoch, when there is more than one."""
+        return self.epoch_s[1:] if len(self.epoch_s) > 1 else list(self.epoch_s)
+
+    @property
+    def median_epoch_s(self) -> float | None:
+        steady = self.steady_epoch_s
+        return statistics.median(steady) if steady else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, allow_nan=False, default=str)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise ValueError(f"result schema {schema!r} is not supported (this is {SCHEMA})")
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if isinstance(values.get("quality"), dict):
+            values["quality"] = QualityValue(**values["quality"])
+        return cls(**values)
+
+    def case_key(self) -> tuple[Any, ...] | None:
+        """The requested case's :meth:`RunConfig.key`, for ``--resume`` (None if unknown)."""
+        from parabench.config import ConfigError, RunConfig
+
+        try:
+            return RunConfig.from_dict(self.config).key()
+        except (ConfigError, TypeError):
+            return None
+
+
+def append_result(path: str | os.PathLike[str], result: Result) -> None:
+    """Append one line with a single ``write`` on an O_APPEND descriptor, then fsync.
+
+    A runner killed at any moment leaves either the whole line or none of it (a reader also
+    skips a torn last line, for filesystems that do not promise that).
+    """
+    line = (result.to_json() + "\n").encode()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, line)
+        if written != len(line):  # pragma: no cover - would need a full disk
+            raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_results(path: str | os.PathLike[str]) -> Iterator[Result]:
+    """Every whole, parseable result in ``path``; damaged lines are reported and skipped."""
+    p = Path(path)
+    if not p.exists():
+        return
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Result.from_dict(json.loads(line))
+            except (ValueError, TypeError) as exc:
+                warnings.warn(f"{path}:{lineno}: skipping unreadable result ({exc})", stacklevel=2)

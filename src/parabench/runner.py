@@ -1,0 +1,156 @@
+"""Expand a grid of cases, run each one isolated, append results, show progress.
+
+Usage::
+
+    grid = Grid(workloads=["mlp"], methods=["serial"], profile="tiny", repeats=3)
+    results = run_grid(grid, out="results.jsonl", resume=True)
+
+Each planned case is either runnable or carries the reason it is not (unsupported workload,
+missing engine or hardware, unfair thread budget); the latter are recorded as ``skipped``
+without starting anything. ``resume`` skips cases whose identity is already recorded ``ok``
+in ``out`` and returns those recorded results in their place.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
+from parabench.execute import skipped
+from parabench.isolate import run_isolated
+from parabench.registry import methods, workloads
+from parabench.result import Result, append_result, read_results
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grid:
+    """The axes of a sweep. ``None`` means "everything sensible here" for that axis."""
+
+    workloads: Sequence[str] | None = None
+    methods: Sequence[str] | None = None
+    devices: Sequence[str] | None = None
+    workers: Sequence[int] | None = None
+    batch_sizes: Sequence[BatchSize] = (None,)
+    epochs: int = 3
+    profile: str = "quick"
+    repeats: int = 1
+    seed: int = 0
+    timeout_s: float = 600.0
+    threads_per_worker: int | None = None
+    oversubscribe: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    config: RunConfig
+    skip_reason: str | None = None
+
+
+def default_devices() -> list[str]:
+    from parabench import hardware
+
+    return [d for d in DEVICES if d == "cpu" or hardware.probe("cuda") is None]
+
+
+def plan(grid: Grid) -> list[Case]:
+    """Every case of the grid, in a stable order; names are checked before anything runs."""
+    wl_names = list(grid.workloads or workloads.names())
+    m_names = list(grid.methods or methods.names())
+    for name in wl_names:
+        workloads.get(name)  # UnknownNameError lists the valid ones
+    for name in m_names:
+        methods.get(name)
+    cores = available_cores()
+    cases: list[Case] = []
+    axes = itertools.product(wl_names, m_names, grid.devices or default_devices(), grid.batch_sizes)
+    for wl_name, m_name, device, batch in axes:
+        method = methods.get(m_name)
+        for workers in grid.workers or method.default_workers(cores):
+            for repeat in range(grid.repeats):
+                config = RunConfig(
+                    workload=wl_name, method=m_name, device=device, workers=workers,
+                    threads_per_worker=grid.threads_per_worker, batch_size=batch,
+                    epochs=grid.epochs, profile=grid.profile, seed=grid.seed, repeat=repeat,
+                    timeout_s=grid.timeout_s,
+                )
+                cases.append(Case(config=config, skip_reason=_skip_reason(config, grid, cores)))
+    return cases
+
+
+def _skip_reason(config: RunConfig, grid: Grid, cores: int) -> str | None:
+    reason = methods.get(config.method).check(workloads.get(config.workload), config)
+    if reason is None and not grid.oversubscribe and config.oversubscribed(cores):
+        reason = (
+            f"{config.workers} worker(s) x {config.threads} thread(s) exceeds the {cores} cores "
+            "here; use fewer workers/threads or pass --oversubscribe"
+        )
+    return reason
+
+
+@dataclass
+class Progress:
+    """One self-rewriting status line on a terminal; silent when not a TTY."""
+
+    total: int
+    stream: TextIO = field(default_factory=lambda: sys.stderr)
+    enabled: bool | None = None
+    done: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        if self.enabled is None:
+            self.enabled = self.stream.isatty()
+
+    def show(self, label: str, detail: str = "") -> None:
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.started
+        line = f"[{self.done}/{self.total}] {elapsed:6.0f}s  {label}  {detail}"
+        self.stream.write("\r\x1b[2K" + line[:160])
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+
+def run_grid(
+    grid: Grid,
+    *,
+    out: str | Path,
+    resume: bool = False,
+    progress: Progress | None = None,
+) -> list[Result]:
+    cases = plan(grid)
+    recorded = {}
+    if resume:
+        recorded = {r.case_key(): r for r in read_results(out) if r.status == "ok"}
+    progress = progress or Progress(total=len(cases))
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="parabench-") as tmp:
+        for case in cases:
+            label = case.config.label()
+            if (previous := recorded.get(case.config.key())) is not None:
+                result = previous
+            elif case.skip_reason is not None:
+                result = skipped(case.config, case.skip_reason)
+                append_result(out, result)
+            else:
+                progress.show(label)
+                result = run_isolated(
+                    case.config, workdir=Path(tmp), on_tick=lambda d, lb=label: progress.show(lb, d)
+                )
+                append_result(out, result)
+            results.append(result)
+            progress.done += 1
+            progress.show(label, result.status)
+    progress.finish()
+    return results

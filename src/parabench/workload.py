@@ -1,0 +1,137 @@
+"""Workloads: *what* is trained, independent of how it is parallelized.
+
+Usage (a new workload)::
+
+    from parabench.registry import workloads
+    from parabench.workload import TorchWorkload, Quality
+
+    @workloads.register
+    class MyNet(TorchWorkload):
+        name = "mynet"
+        description = "..."
+        def make_data(self, profile, seed): ...
+        def build_model(self, data, seed): ...
+
+A workload never imports ``torch.distributed``, MPI, Dask or Spark: methods wrap it from the
+outside. Heavy libraries (torch, sklearn) are imported inside methods so that
+``parabench list`` works on a machine with none of the optional extras installed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Quality:
+    """The held-out quality metric a workload reports."""
+
+    name: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dataset:
+    """A seeded train / held-out split. The held-out part is never trained on."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    n_classes: int | None = None
+
+    @property
+    def n_train(self) -> int:
+        return len(self.x_train)
+
+
+class Workload(ABC):
+    """Base of all workloads. ``family`` tells methods which kind of trainer it needs."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    family: ClassVar[str]
+    quality: ClassVar[Quality]
+    requires: ClassVar[frozenset[str]] = frozenset()
+
+    @abstractmethod
+    def make_data(self, profile: str, seed: int) -> Dataset:
+        """Seeded data sized by profile: the same (profile, seed) gives the same bytes."""
+
+    def default_batch_size(self, profile: str) -> int | None:
+        """Batch size used when the config leaves it unset (None: the workload has no batches)."""
+        return None
+
+    def samples_per_epoch(self, data: Dataset) -> int:
+        return data.n_train
+
+
+class EstimatorWorkload(Workload):
+    """A scikit-learn style estimator: one epoch is one ``fit`` of the whole training set."""
+
+    family: ClassVar[str] = "estimator"
+    requires: ClassVar[frozenset[str]] = frozenset({"sklearn"})
+
+    @abstractmethod
+    def build_estimator(self, profile: str, seed: int, n_jobs: int) -> Any:
+        """An unfitted estimator; ``n_jobs`` is the method's business, not the workload's."""
+
+    def score(self, estimator: Any, x: np.ndarray, y: np.ndarray) -> float:
+        from sklearn.metrics import accuracy_score
+
+        return float(accuracy_score(y, estimator.predict(x)))
+
+    def train_loss(self, estimator: Any, data: Dataset, limit: int = 2000) -> float:
+        """Log-loss on (at most ``limit``) training samples: a cheap per-epoch loss."""
+        from sklearn.metrics import log_loss
+
+        x, y = data.x_train[:limit], data.y_train[:limit]
+        return float(log_loss(y, estimator.predict_proba(x), labels=estimator.classes_))
+
+
+class TorchWorkload(Workload):
+    """A PyTorch model trained with mini-batch SGD-style optimizers."""
+
+    family: ClassVar[str] = "torch"
+    requires: ClassVar[frozenset[str]] = frozenset({"torch"})
+    quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
+    lr: ClassVar[float] = 0.05
+
+    @abstractmethod
+    def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
+        """A freshly initialised model; ``seed`` makes the initial weights reproducible."""
+
+    def default_batch_size(self, profile: str) -> int | None:
+        return 64
+
+    def loss_fn(self) -> torch.nn.Module:
+        import torch
+
+        return torch.nn.CrossEntropyLoss()
+
+    def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
+        import torch
+
+        return torch.optim.SGD(params, lr=self.lr, momentum=0.9)
+
+    def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
+        """(x_train, y_train, x_test, y_test) as tensors with the dtypes the model wants."""
+        import torch
+
+        return (
+            torch.as_tensor(data.x_train, dtype=torch.float32),
+            torch.as_tensor(data.y_train, dtype=torch.long),
+            torch.as_tensor(data.x_test, dtype=torch.float32),
+            torch.as_tensor(data.y_test, dtype=torch.long),
+        )
+
+    def score(self, outputs: torch.Tensor, targets: torch.Tensor) -> float:
+        """Quality from held-out model outputs (default: classification accuracy)."""
+        return float((outputs.argmax(dim=1) == targets).float().mean().item())

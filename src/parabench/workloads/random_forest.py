@@ -1,0 +1,40 @@
+"""``random_forest``: scikit-learn RandomForestClassifier on seeded synthetic tabular data.
+
+One epoch is one ``fit`` of the whole forest; quality is held-out accuracy. Sizes per profile
+(serial, one core): tiny ~0.1 s a fit, quick ~10 s, full minutes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from parabench.registry import workloads
+from parabench.workload import Dataset, EstimatorWorkload, Quality
+from parabench.workloads.tabular import tabular_classification
+
+# profile -> (samples, features, classes, trees)
+SIZES: dict[str, tuple[int, int, int, int]] = {
+    "tiny": (1_000, 16, 3, 20),
+    "quick": (20_000, 40, 5, 100),
+    "full": (200_000, 50, 5, 200),
+}
+
+
+@workloads.register
+class RandomForest(EstimatorWorkload):
+    name: ClassVar[str] = "random_forest"
+    description: ClassVar[str] = "sklearn RandomForestClassifier, synthetic tabular data"
+    quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
+
+    def make_data(self, profile: str, seed: int) -> Dataset:
+        samples, features, classes, _ = SIZES[profile]
+        return tabular_classification(
+            n_samples=samples, n_features=features, n_classes=classes, seed=seed
+        )
+
+    def build_estimator(self, profile: str, seed: int, n_jobs: int) -> Any:
+        from sklearn.ensemble import RandomForestClassifier
+
+        return RandomForestClassifier(
+            n_estimators=SIZES[profile][3], random_state=seed, n_jobs=n_jobs
+        )
