@@ -43,16 +43,19 @@ def _csv(convert: Callable[[str], object], what: str) -> Callable[[str], list]:
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}")
         try:
             return [convert(t) for t in items]
-        except ValueError as exc:
+        except (ValueError, argparse.ArgumentTypeError) as exc:
             raise argparse.ArgumentTypeError(f"invalid {what} in {text!r}: {exc}") from None
 
     return parse
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
-        raise ValueError(f"{value} is not >= 1")
+        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
     return value
 
 
@@ -63,7 +66,7 @@ def _batch(text: str) -> BatchSize:
 def _choice(valid: Sequence[str]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in valid:
-            raise ValueError(f"{text!r} is not one of {', '.join(valid)}")
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(valid)}")
         return text
 
     return parse

@@ -134,8 +134,28 @@ def _safe(fn: Callable[[], Any]) -> Any:
         return None
 
 
+def die_with_runner() -> None:
+    """Linux: when the runner dies, take the whole case (this process group) down with it.
+
+    The kernel sends SIGTERM on the parent's death (PR_SET_PDEATHSIG); the handler kills the
+    group, so helpers the case started go too. The runner's own timeout uses SIGKILL.
+    """
+    runner = os.environ.get("PARABENCH_RUNNER_PID")
+    if not sys.platform.startswith("linux") or runner is None:
+        return
+    import ctypes
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+    if os.getppid() != int(runner):  # the runner died before prctl took effect
+        os.killpg(0, signal.SIGKILL)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Worker entry: ``python -m parabench.execute CONFIG_JSON RESULT_PATH``."""
+    die_with_runner()
     config_json, result_path = argv or sys.argv[1:]
     config = RunConfig.from_dict(json.loads(config_json))
 

@@ -41,6 +41,7 @@ def worker_env(config: RunConfig) -> dict[str, str]:
     env = dict(os.environ)
     env.update({var: str(config.threads) for var in THREAD_VARS})
     env["PYTHONUNBUFFERED"] = "1"
+    env["PARABENCH_RUNNER_PID"] = str(os.getpid())
     return env
 
 
@@ -108,23 +109,22 @@ def run_isolated(
             cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
             env=worker_env(config), start_new_session=True,
         )
-        seen: dict[int, float] = {}
         with TreeSampler(proc.pid) as sampler:
-            while True:
-                try:
-                    rc = proc.wait(timeout=0.2)
-                    break
-                except subprocess.TimeoutExpired:
-                    seen.update(sampler.seen)
-                    if time.monotonic() - t0 > config.timeout_s:
-                        timed_out = True
-                        kill_case(proc.pid, seen)
-                        rc = proc.wait()
+            try:
+                while True:
+                    try:
+                        rc = proc.wait(timeout=0.2)
                         break
-                    if on_tick is not None:
-                        on_tick(_tail(out_log))
-        seen.update(sampler.seen)
-        kill_case(proc.pid, seen)  # orphans a finished case left behind
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() - t0 > config.timeout_s:
+                            timed_out = True
+                            kill_case(proc.pid, sampler.seen)
+                            rc = proc.wait()
+                            break
+                        if on_tick is not None:
+                            on_tick(_tail(out_log))
+            finally:  # also on Ctrl-C: nothing of the case may outlive the runner
+                kill_case(proc.pid, sampler.seen)
     wall = time.monotonic() - t0
 
     if result_path.exists():

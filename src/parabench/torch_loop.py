@@ -53,9 +53,6 @@ class TorchLoop:
 
     def train_epoch(self, epoch: int, indices: torch.Tensor | None = None) -> EpochStats:
         """Train over ``indices`` (default: all samples in this epoch's seeded order)."""
-        if indices is None:
-            indices = epoch_order(len(self.x), self.seed, epoch)
-        indices = indices.to(self.device)
         model, opt, loss_fn, x, y, bs = (
             self.model, self.optimizer, self.loss_fn, self.x, self.y, self.batch_size
         )
@@ -63,6 +60,10 @@ class TorchLoop:
         total = torch.zeros((), device=self.device)
         synchronize(self.device)
         t0 = time.perf_counter()
+        # Producing the sample order is data loading: it belongs inside the epoch's time.
+        if indices is None:
+            indices = epoch_order(len(x), self.seed, epoch)
+        indices = indices.to(self.device)
         for start in range(0, len(indices), bs):
             idx = indices[start : start + bs]
             xb, yb = x[idx], y[idx]

@@ -1,0 +1,56 @@
+"""Test-suite wiring: hardware markers that skip with a reason, and benchmark smoke mode.
+
+Markers (registered in pyproject.toml): ``cpu``, ``cuda`` (>= 1 GPU), ``multigpu`` (>= 2),
+``mpi`` (mpi4py + mpiexec), ``dask``, ``spark`` (pyspark + Java), ``tf``, ``numba``, ``torch``,
+``slow``. A test whose hardware or engine is missing is skipped with the probe's reason, never
+passed silently.
+
+Benchmarks: plain ``pytest`` runs every benchmark body once, untimed (smoke mode, as
+``--benchmark-disable``). ``--benchmark-only``, ``--benchmark-enable`` or any option that
+saves/compares benchmark data measures for real.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from parabench import hardware
+
+MARKER_REQUIREMENTS = {
+    "cuda": "cuda",
+    "multigpu": "multigpu",
+    "mpi": "mpi",
+    "dask": "dask",
+    "spark": "spark",
+    "tf": "tf",
+    "numba": "numba",
+    "torch": "torch",
+}
+_MEASURING_OPTIONS = (
+    "benchmark_only", "benchmark_enable", "benchmark_json", "benchmark_save",
+    "benchmark_autosave", "benchmark_compare",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config.option, "benchmark_disable"):
+        return  # pytest-benchmark not installed
+    if not any(getattr(config.option, opt, None) for opt in _MEASURING_OPTIONS):
+        config.option.benchmark_disable = True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker, requirement in MARKER_REQUIREMENTS.items():
+            if item.get_closest_marker(marker) is None:
+                continue
+            if (reason := hardware.probe(requirement)) is not None:
+                item.add_marker(pytest.mark.skip(reason=f"[{marker}] {reason}"))
+                break
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # `pytest -m mpi` on a tree with no such test yet is "nothing to run here", not an error.
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and session.config.option.markexpr:
+        session.exitstatus = pytest.ExitCode.OK

@@ -1,0 +1,102 @@
+"""The CLI run as a user runs it: a subprocess, its exit code, stdout and stderr."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parabench.result import read_results
+
+pytestmark = pytest.mark.cpu
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "parabench", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def test_list_json_names_everything_and_says_what_runs_here() -> None:
+    proc = cli("list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {"mlp", "random_forest"} <= {w["name"] for w in data["workloads"]}
+    serial = next(m for m in data["methods"] if m["name"] == "serial")
+    assert serial["runnable"]["cpu"] is True
+    if not serial["runnable"]["cuda"]:
+        assert "CUDA" in serial["reason"]["cuda"]
+
+
+def test_list_text_is_readable() -> None:
+    proc = cli("list")
+    assert proc.returncode == 0
+    assert "Workloads:" in proc.stdout and "serial" in proc.stdout
+
+
+def test_env_reports_the_runtime() -> None:
+    proc = cli("env", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["cpu"]["logical_cores"] >= 1 and info["ram_gb"]["total"] > 0
+    assert {"torch", "mpi", "java", "engines", "threads", "disk_gb"} <= set(info)
+    assert "torch" in info["engines"]
+    assert "python" in cli("env").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "--workload", "resnet9000"], "unknown workload 'resnet9000'; valid: "),
+        (["run", "--method", "nope"], "unknown method 'nope'; valid: "),
+        (["run", "--workers", "0"], "invalid worker counts"),
+        (["run", "--workers", "two"], "invalid worker counts"),
+        (["run", "--batch-size", "-3"], "invalid batch sizes"),
+        (["run", "--profile", "huge"], "'huge' is not one of tiny, quick, full"),
+        (["run", "--device", "tpu"], "'tpu' is not one of cpu, cuda"),
+        (["run", "--timeout", "0"], "--timeout must be > 0"),
+        (["run", "--epochs", "0"], "--epochs"),
+        (["frobnicate"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], expected: str) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("parabench: error: ") and expected in lines[0]
+    assert proc.stdout == ""
+
+
+@pytest.mark.torch
+def test_run_both_baselines_writes_results_and_a_table(tmp_path: Path) -> None:
+    out = tmp_path / "res.jsonl"
+    proc = cli("run", "--profile", "tiny", "--epochs", "2", "--repeats", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    results = list(read_results(out))
+    assert {(r.workload, r.status) for r in results} == {("mlp", "ok"), ("random_forest", "ok")}
+    assert len(results) == 4
+    header, _rule, *rows = proc.stdout.strip().splitlines()[:4]
+    assert header.split()[:3] == ["workload", "method", "device"]
+    assert "speedup" in header and "samples/s" in header
+    assert any(r.startswith("mlp") and "accuracy" in r and "1.00x" in r for r in rows)
+    assert any(r.startswith("random_forest") for r in rows)
+    assert "4 case(s)" in proc.stdout
+
+
+def test_a_failing_case_exits_1_and_skipped_cases_exit_0(
+    fault_plugin: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "res.jsonl"
+    proc = cli("run", "--workload", "fault_ok,fault_raise", "--method", "serial",
+               "--profile", "tiny", "--out", str(out))
+    assert proc.returncode == 1
+    assert "failed: RuntimeError: boom in fit" in proc.stdout
+
+    proc = cli("run", "--workload", "fault_ok", "--method", "serial", "--workers", "2",
+               "--profile", "tiny", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped: serial runs at most 1 worker(s)" in proc.stdout
