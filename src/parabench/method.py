@@ -93,6 +93,10 @@ class Method(ABC):
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families
 
+    def devices_for(self, workload: Workload) -> tuple[str, ...]:
+        """Devices this method can train ``workload`` on (default: all of ``devices``)."""
+        return self.devices
+
     def default_workers(self, cores: int | None = None) -> list[int]:
         """Worker counts a default sweep tries: 1, 2, 4, ... up to the cores here."""
         cores = cores or available_cores()
@@ -112,8 +116,8 @@ class Method(ABC):
         """Why this case cannot run here (None: it can). Never raises for a bad combination."""
         if not self.supports(workload):
             return f"{self.name} does not support workload {workload.name} ({workload.family})"
-        if config.device not in self.devices:
-            return f"{self.name} runs on {', '.join(self.devices)}, not {config.device}"
+        if config.device not in (devices := self.devices_for(workload)):
+            return f"{self.name} runs {workload.name} on {', '.join(devices)}, not {config.device}"
         if self.max_workers is not None and config.workers > self.max_workers:
             return f"{self.name} runs at most {self.max_workers} worker(s), asked {config.workers}"
         if config.batch_size == "auto" and workload.family != "torch":

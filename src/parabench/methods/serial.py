@@ -123,6 +123,10 @@ class Serial(Method):
     families: ClassVar[frozenset[str]] = frozenset({"torch", "estimator"})
     max_workers: ClassVar[int | None] = 1
 
+    def devices_for(self, workload: Workload) -> tuple[str, ...]:
+        # scikit-learn estimators have no CUDA path; only torch workloads move to the GPU
+        return self.devices if isinstance(workload, TorchWorkload) else ("cpu",)
+
     def session(self, workload: Workload, config: RunConfig) -> Session:
         if isinstance(workload, TorchWorkload):
             return SerialTorchSession(workload, config)

@@ -1,0 +1,130 @@
+"""In-process benchmark cases shared by the pytest-benchmark cases and the asv suite.
+
+Usage::
+
+    for case in bench_cases():                     # from the registry: adding a method adds cases
+        case.markers                               # {"cpu"} / {"cuda"} / {"mpi", ...}
+    with StartedCase(case.config(profile="tiny")) as started:   # start-up + one warm-up epoch
+        started.startup_s
+        stats = started.step()                     # one steady-state epoch: the timed unit
+        started.quality()
+
+Start-up (process spawn, rendezvous, JIT, data, model) happens in ``StartedCase.__enter__``,
+outside any timed region; ``step`` runs one epoch of the already-started session and, on CUDA,
+the session synchronises before it returns (see :mod:`parabench.torch_loop`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from parabench.config import RunConfig, available_cores
+from parabench.method import EpochStats, Session
+from parabench.registry import methods, workloads
+
+#: requirement -> pytest marker; a case gets the markers of what it needs
+REQUIREMENT_MARKERS = {
+    "cuda": "cuda", "multigpu": "multigpu", "mpi": "mpi", "dask": "dask", "spark": "spark",
+    "tf": "tf", "numba": "numba", "torch": "torch",
+}
+BASELINE = "serial"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchCase:
+    workload: str
+    method: str
+    device: str
+    workers: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.workload}-{self.method}-{self.device}-w{self.workers}"
+
+    @property
+    def markers(self) -> set[str]:
+        method, workload = methods.get(self.method), workloads.get(self.workload)
+        needs = set(method.requires) | set(workload.requires)
+        if self.device == "cuda":
+            needs.add("multigpu" if self.workers > 1 else "cuda")
+        marks = {REQUIREMENT_MARKERS[n] for n in needs if n in REQUIREMENT_MARKERS}
+        return marks | {"cuda" if self.device == "cuda" else "cpu"}
+
+    def config(self, profile: str = "tiny", **changes: Any) -> RunConfig:
+        return RunConfig(workload=self.workload, method=self.method, device=self.device,
+                         workers=self.workers, profile=profile, epochs=1, **changes)
+
+    def skip_reason(self, profile: str = "tiny") -> str | None:
+        """Why this case cannot run here (None: it can)."""
+        config = self.config(profile)
+        reason = methods.get(self.method).check(workloads.get(self.workload), config)
+        if reason is None and config.oversubscribed():
+            reason = f"{self.workers} workers exceed the {available_cores()} cores here"
+        return reason
+
+
+def bench_cases(cores: int | None = None) -> list[BenchCase]:
+    """Every supported (workload, method, device, workers) combination, baseline first."""
+    cases = []
+    for method in methods:
+        for workload in workloads:
+            if not method.supports(workload):
+                continue
+            for device in method.devices_for(workload):
+                for workers in method.default_workers(cores or max(2, available_cores())):
+                    cases.append(BenchCase(workload=workload.name, method=method.name,
+                                           device=device, workers=workers))
+    return sorted(cases, key=lambda c: (c.method != BASELINE, c.method, c.workload, c.device,
+                                        c.workers))
+
+
+@dataclass
+class StartedCase:
+    """A session started once, warmed up by one epoch, and stepped epoch by epoch."""
+
+    config: RunConfig
+    warmup_epochs: int = 1
+    startup_s: float = 0.0
+    warmup_s: float = 0.0
+    epochs_run: int = 0
+    history: list[EpochStats] = field(default_factory=list)
+    session: Session | None = None
+
+    def __enter__(self) -> StartedCase:
+        workload = workloads.get(self.config.workload)
+        method = methods.get(self.config.method)
+        if (reason := method.check(workload, self.config)) is not None:
+            raise RuntimeError(f"cannot run {self.config.label()}: {reason}")
+        self.session = method.session(workload, self.config)
+        t0 = time.perf_counter()
+        try:
+            self.session.start()
+            self.startup_s = time.perf_counter() - t0
+            self.warmup_s = sum(self.step().seconds for _ in range(self.warmup_epochs))
+        except BaseException:
+            self.session.close()
+            raise
+        self.history.clear()  # warm-up epochs are not steady state
+        return self
+
+    def step(self) -> EpochStats:
+        assert self.session is not None, "use StartedCase as a context manager"
+        stats = self.session.train_epoch(self.epochs_run)
+        self.epochs_run += 1
+        self.history.append(stats)
+        return stats
+
+    def quality(self) -> float:
+        assert self.session is not None
+        return self.session.evaluate()
+
+    @property
+    def samples_per_epoch(self) -> int:
+        assert self.session is not None
+        return self.session.samples_per_epoch
+
+    def __exit__(self, *exc: object) -> None:
+        if self.session is not None:
+            self.session.close()

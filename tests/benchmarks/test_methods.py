@@ -1,0 +1,101 @@
+"""One pytest-benchmark case per (workload, method, device, workers) in the registry.
+
+    pytest -m cpu --benchmark-only --benchmark-json=cpu.json      # measure (quick profile)
+    pytest -m cuda --benchmark-only                               # GPU runners; skips elsewhere
+    pytest tests/benchmarks                                       # smoke: each case once, tiny
+
+Cases come from :func:`parabench.bench.bench_cases`, so a new method brings its own cases with
+the markers it needs. The timed function is one steady-state epoch of a session started (and
+warmed up by one epoch) outside the timed region. ``benchmark.extra_info`` holds samples/s,
+speedup and efficiency against the serial case of the same workload and device, start-up,
+peak memory, quality and the quality gap to serial, so ``--benchmark-json`` is a full record.
+
+The profile is ``$PARABENCH_BENCH_PROFILE``, default ``quick`` when measuring and ``tiny`` in
+smoke mode.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Any
+
+import pytest
+
+from parabench.bench import BASELINE, BenchCase, StartedCase, bench_cases
+from parabench.measure import TreeSampler
+from parabench.registry import workloads
+
+ROUNDS = 10  # fewer (down to MIN_ROUNDS) when an epoch is slow, to stay near ROUND_BUDGET_S
+MIN_ROUNDS = 5
+ROUND_BUDGET_S = 30.0
+BASELINE_STEPS = 3
+
+
+def _param(case: BenchCase) -> Any:
+    return pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in
+                                                 sorted(case.markers)])
+
+
+@pytest.fixture(scope="module")
+def baselines() -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(workload, device, profile) -> (serial median epoch s, serial quality)."""
+    return {}
+
+
+@pytest.fixture
+def profile(benchmark: Any) -> str:
+    return os.environ.get("PARABENCH_BENCH_PROFILE") or ("tiny" if benchmark.disabled else "quick")
+
+
+def _baseline(case: BenchCase, profile: str, cache: dict) -> tuple[float, float]:
+    key = (case.workload, case.device, profile)
+    if key not in cache:  # the serial case was filtered out: measure it here, untimed
+        serial = BenchCase(workload=case.workload, method=BASELINE, device=case.device,
+                           workers=1)
+        with StartedCase(serial.config(profile)) as started:
+            times = [started.step().seconds for _ in range(BASELINE_STEPS)]
+            cache[key] = (statistics.median(times), started.quality())
+    return cache[key]
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in bench_cases()])
+def test_epoch(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -> None:
+    if (reason := case.skip_reason(profile)) is not None:
+        pytest.skip(reason)
+    with TreeSampler(os.getpid()) as memory, StartedCase(case.config(profile)) as started:
+        rounds = max(MIN_ROUNDS, min(ROUNDS, int(ROUND_BUDGET_S / max(started.warmup_s, 1e-9))))
+        if benchmark.disabled:
+            rounds = 1
+        benchmark.pedantic(started.step, rounds=rounds, iterations=1, warmup_rounds=0)
+        quality = started.quality()
+        peak_gpu = started.session.peak_gpu_mb() if started.session else None
+        epoch_times = [s.seconds for s in started.history]
+        samples = started.samples_per_epoch
+
+    median = statistics.median(epoch_times)
+    if case.method == BASELINE:
+        baselines[(case.workload, case.device, profile)] = (median, quality)
+    base_time, base_quality = _baseline(case, profile, baselines)
+    higher_is_better = workloads.get(case.workload).quality.higher_is_better
+    gap = (base_quality - quality) if higher_is_better else (quality - base_quality)
+    speedup = base_time / median
+    benchmark.extra_info.update(
+        profile=profile,
+        samples_per_epoch=samples,
+        samples_per_s=samples / median,
+        epoch_s_median=median,
+        speedup_vs_serial=speedup,
+        efficiency=speedup / case.workers,
+        baseline=f"{BASELINE}/{case.device}",
+        startup_s=started.startup_s,
+        peak_rss_mb=round(memory.peak_rss_mb, 1),
+        peak_gpu_mb=peak_gpu,
+        quality=quality,
+        quality_name=workloads.get(case.workload).quality.name,
+        quality_gap_vs_serial=gap,
+        workers=case.workers,
+        rounds=rounds,
+    )
+    assert samples > 0 and all(t > 0 for t in epoch_times)
+    assert quality == quality, "quality is NaN"  # a NaN would poison every comparison
