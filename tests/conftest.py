@@ -12,7 +12,7 @@ PLUGIN_DIR = Path(__file__).parent / "plugins"
 
 @pytest.fixture
 def fault_plugin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Registers the ``faulty`` test workloads here and in worker processes; returns the pid file."""
+    """Register the ``faulty`` test workloads here and in workers; return the helpers' pid file."""
     pidfile = tmp_path / "pids.txt"
     pidfile.touch()
     monkeypatch.syspath_prepend(str(PLUGIN_DIR))

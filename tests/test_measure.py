@@ -9,7 +9,10 @@ from parabench.measure import TreeSampler, tree_cpu_seconds
 
 pytestmark = pytest.mark.cpu
 
-ALLOC = "import time; b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.5)"
+ALLOC = (
+    "import time; b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+    "time.sleep(1.5)"
+)
 
 
 def test_peak_is_summed_over_the_whole_process_tree() -> None:

@@ -60,7 +60,8 @@ def git_commit() -> str | None:
         return None
     try:
         out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -122,7 +123,10 @@ def environment() -> dict[str, Any]:
             "physical_cores": psutil.cpu_count(logical=False),
             "freq_mhz": round(freq.current) if freq else None,
         },
-        "ram_gb": {"total": round(mem.total / 2**30, 2), "available": round(mem.available / 2**30, 2)},
+        "ram_gb": {
+            "total": round(mem.total / 2**30, 2),
+            "available": round(mem.available / 2**30, 2),
+        },
         "disk_gb": {"total": round(disk.total / 2**30, 1), "free": round(disk.free / 2**30, 1)},
         "torch": torch_info(),
         "mpi": {"launcher": hardware.mpi_launcher(), "library": _mpi_library()},

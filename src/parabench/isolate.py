@@ -79,7 +79,11 @@ def _salvaged(config: RunConfig, status: str, reason: str, out_log: Path) -> Res
     return dataclasses.replace(base, status=status, epoch_s=epoch_s, loss=loss)
 
 
-def _ending(rc: int, timed_out: bool, config: RunConfig, peak_mb: float, err: str) -> tuple[str, str]:
+def _ending(
+    rc: int, timed_out: bool, config: RunConfig, peak_mb: float, err: str
+) -> tuple[str, str]:
+    """(status, reason) for a worker that ended without writing its result."""
+    detail = f": {err}" if err else ""
     if timed_out:
         return "timeout", f"exceeded the {config.timeout_s:g}s case timeout; the case was killed"
     if rc == -signal.SIGKILL:
@@ -88,10 +92,10 @@ def _ending(rc: int, timed_out: bool, config: RunConfig, peak_mb: float, err: st
             "try a smaller --batch-size or profile"
         )
     if rc < 0:
-        return "failed", f"worker killed by {signal.Signals(-rc).name}" + (f": {err}" if err else "")
+        return "failed", f"worker killed by {signal.Signals(-rc).name}{detail}"
     if rc != 0:
-        return "failed", f"worker exited with code {rc}" + (f": {err}" if err else "")
-    return "failed", "worker exited without writing a result" + (f": {err}" if err else "")
+        return "failed", f"worker exited with code {rc}{detail}"
+    return "failed", f"worker exited without writing a result{detail}"
 
 
 def run_isolated(

@@ -65,7 +65,7 @@ class Session(ABC):
     def evaluate(self) -> float:
         """The workload's quality metric on held-out data."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most sessions hold nothing to free
         """Release everything ``start`` acquired. Must be safe to call twice or after errors."""
 
     def peak_gpu_mb(self) -> float | None:
