@@ -68,34 +68,12 @@ class _Fault(EstimatorWorkload):
         return _Estimator(self.behaviour)
 
 
-@workloads.register
-class FaultOk(_Fault):
-    name = "fault_ok"
-    behaviour = "ok"
-
-
-@workloads.register
-class FaultRaise(_Fault):
-    name = "fault_raise"
-    behaviour = "raise"
-
-
-@workloads.register
-class FaultExit(_Fault):
-    name = "fault_exit"
-    behaviour = "exit"
-
-
-@workloads.register
-class FaultHang(_Fault):
-    name = "fault_hang"
-    behaviour = "hang"
-
-
-@workloads.register
-class FaultOom(_Fault):
-    name = "fault_oom"
-    behaviour = "oom"
+# fault_ok, fault_raise, fault_exit, fault_hang, fault_oom
+for _behaviour in ("ok", "raise", "exit", "hang", "oom"):
+    workloads.register(
+        type(f"Fault{_behaviour.title()}", (_Fault,),
+             {"name": f"fault_{_behaviour}", "behaviour": _behaviour})
+    )
 
 
 @methods.register
