@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# asv history of main in *this* Python environment: benchmark the last N commits, then publish.
+#
+# Usage:   bash scripts/asv_history.sh [N] [extra `asv run` arguments...]      (N default 2)
+#   PARABENCH_ASV_PROFILE=tiny|quick|full   benchmark size (default quick)
+#   ASV_ARGS="--quick"                      extra `asv run` arguments (word-split), like the tail
+#   ASV_BRANCH=main                         the branch whose history is benchmarked
+#   ASV_RERUN=1                             benchmark commits that already have results here
+# Site: .asv/html (`asv preview` serves it). Needs git, asv and pip in the active environment.
+#
+# Why not asv's own virtualenvs: each would reinstall torch for every commit. Instead each
+# commit, oldest first, is checked out in a temporary git worktree, installed non-editable with
+# --no-deps over the current install, and measured with `asv run -E existing:<python>
+# --set-commit-hash <sha>`. The benchmark code is always this checkout's benchmarks/, so old
+# commits are measured by today's benchmarks: a commit whose parabench lacks what they need shows
+# n/a. Commits with results for this machine and Python are skipped (CI caches .asv/results, so
+# only new commits run). On exit, even after an error, this checkout is reinstalled editable
+# (`pip install --no-deps -e .`), which is how the environment is expected to be found.
+set -euo pipefail
+
+count=${1:-2}
+shift || true
+if ! [[ $count =~ ^[1-9][0-9]*$ ]]; then
+  echo "asv_history: N must be a positive number of commits, got '$count'" >&2
+  exit 2
+fi
+read -r -a asv_args <<< "${ASV_ARGS:-}"
+asv_args+=("$@")
+branch=${ASV_BRANCH:-main}
+export PARABENCH_ASV_PROFILE=${PARABENCH_ASV_PROFILE:-quick}
+
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+python=$(command -v python)
+# Build without an isolated env when setuptools is already here: no download per commit.
+pip_build=()
+if "$python" -c "import setuptools, wheel" 2>/dev/null; then pip_build=(--no-build-isolation); fi
+
+restored=""
+restore() {
+  [ -z "$restored" ] || return 0
+  restored=1
+  echo "asv_history: reinstalling $root editable (--no-deps)"
+  "$python" -m pip install --quiet --no-deps "${pip_build[@]}" -e "$root"
+}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/asv-history.XXXXXX")
+cleanup() {
+  local status=$?
+  if [ -d "$tmp/worktree" ]; then git worktree remove --force "$tmp/worktree" || true; fi
+  rm -rf "$tmp"
+  git worktree prune || true
+  restore || status=1
+  exit "$status"
+}
+trap cleanup EXIT
+
+mapfile -t commits < <(git rev-list --first-parent --reverse --max-count="$count" "$branch" --)
+[ "${#commits[@]}" -gt 0 ] || { echo "asv_history: no commits on '$branch'" >&2; exit 2; }
+echo "asv_history: ${#commits[@]} commit(s) of $branch, profile $PARABENCH_ASV_PROFILE," \
+  "python $python, asv args: ${asv_args[*]:-(none)}"
+
+asv machine --yes > /dev/null
+machine=$(uname -n)                 # the name `asv machine --yes` stores results under
+env_name="existing-py${python//\//_}"  # asv's name for `-E existing:$python`
+failed=()
+i=0
+for sha in "${commits[@]}"; do
+  i=$((i + 1))
+  label="[$i/${#commits[@]}] $(git log -1 --format='%h %s' "$sha")"
+  if [ -z "${ASV_RERUN:-}" ] &&
+     [ -f ".asv/results/$machine/${sha:0:8}-$env_name.json" ]; then
+    echo "asv_history: $label: results exist, skipped (ASV_RERUN=1 re-runs it)"
+    continue
+  fi
+  echo "asv_history: $label: installing"
+  git worktree add --quiet --detach "$tmp/worktree" "$sha"
+  if ! "$python" -m pip install --quiet --no-deps "${pip_build[@]}" "$tmp/worktree"; then
+    echo "asv_history: $label: pip could not install it; not benchmarked" >&2
+    failed+=("${sha:0:8} (install)")
+  else
+    echo "asv_history: $label: benchmarking"
+    started=$SECONDS
+    # --record-samples keeps the raw samples: `asv compare` needs them for Mann-Whitney
+    if ! asv run -E "existing:$python" --set-commit-hash "$sha" --record-samples \
+        "${asv_args[@]}"; then
+      failed+=("${sha:0:8} (benchmarks)")
+    fi
+    echo "asv_history: $label: done in $((SECONDS - started)) s"
+  fi
+  git worktree remove --force "$tmp/worktree"
+done
+
+restore
+# publish draws the parameter axes from the last discovery (benchmarks.json): redo it with this
+# checkout installed, so the site shows today's cases whichever commit ran last, or none did.
+asv run -E "existing:$python" --bench just-discover
+asv publish
+echo "asv_history: site in $root/.asv/html (asv preview serves it)"
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "asv_history: failures at: ${failed[*]}" >&2
+  exit 1
+fi

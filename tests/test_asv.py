@@ -1,0 +1,157 @@
+"""The asv suite end to end: a ``--quick`` run of this commit, then the published site.
+
+Run: ``pytest tests/test_asv.py`` (about a minute on 2 cores; skipped when asv is missing).
+
+asv runs in this Python environment (``-E existing:<this python>``) with the ``tiny`` profile,
+on a clone of this repository whose ``main`` is this commit, with this checkout's
+``benchmarks/`` and an ``asv.conf.json`` derived from the real one. Results, site and the asv
+machine file all go to a temporary directory: nothing in the checkout or in ``~`` changes.
+``scripts/asv_history.sh`` reinstalls packages into the environment, so here it is only
+syntax-checked; run it by hand (``bash scripts/asv_history.sh 2``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.cpu, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+SERIAL_MLP = ("'mlp'", "'serial'", "'cpu'", "1")  # asv's repr() of the parameter values
+
+
+@dataclass(frozen=True)
+class AsvSite:
+    sha: str
+    run: subprocess.CompletedProcess[str]
+    results: Path
+    html: Path
+    index: dict
+
+
+def _git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _asv(conf: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "asv", "--config", str(conf), *args], env=env,
+                          capture_output=True, text=True, timeout=150)
+
+
+@pytest.fixture(scope="module")
+def asv_site(tmp_path_factory: pytest.TempPathFactory) -> AsvSite:
+    pytest.importorskip("asv", reason="asv is not installed: pip install -e '.[test]'")
+    tmp = tmp_path_factory.mktemp("asv")
+    sha = _git("rev-parse", "HEAD")
+    # asv publishes the commits of the configured branch: give the clone a `main` at this
+    # commit, whatever this checkout's branch is (CI checks out detached or shallow).
+    clone = tmp / "repo"
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(clone)],
+                   check=True, capture_output=True)
+    _git("update-ref", "refs/heads/main", sha, cwd=clone)
+
+    conf = json.loads((ROOT / "asv.conf.json").read_text())
+    conf.update(repo=str(clone), branches=["main"], benchmark_dir=str(ROOT / "benchmarks"),
+                env_dir=str(tmp / "env"), results_dir=str(tmp / "results"),
+                html_dir=str(tmp / "html"))
+    conf_path = tmp / "asv.conf.json"
+    conf_path.write_text(json.dumps(conf, indent=2))
+
+    home = tmp / "home"  # `asv machine` writes ~/.asv-machine.json
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PYTHONUSERBASE": site.getuserbase(),
+           "PARABENCH_ASV_PROFILE": "tiny", "PYTHONDONTWRITEBYTECODE": "1"}
+    machine = _asv(conf_path, env, "machine", "--yes")
+    assert machine.returncode == 0, machine.stdout + machine.stderr
+    run = _asv(conf_path, env, "run", "-E", f"existing:{sys.executable}",
+               "--set-commit-hash", sha, "--quick", "--show-stderr")
+    publish = _asv(conf_path, env, "publish")
+    assert publish.returncode == 0, publish.stdout + publish.stderr
+    index = json.loads((tmp / "html" / "index.json").read_text())
+    return AsvSite(sha=sha, run=run, results=tmp / "results", html=tmp / "html", index=index)
+
+
+def _value(site_: AsvSite, benchmark: str, params: tuple[str, ...] = SERIAL_MLP) -> float | None:
+    """The published value of one parameter combination of ``benchmark`` at this commit."""
+    assert benchmark in site_.index["benchmarks"], sorted(site_.index["benchmarks"])
+    combos = list(itertools.product(*site_.index["benchmarks"][benchmark]["params"]))
+    assert params in combos, f"{params} not among {combos}"
+    graphs = [p for p in (site_.html / "graphs").rglob(f"{benchmark}.json")
+              if "summary" not in p.parts]
+    assert len(graphs) == 1, f"expected one graph for {benchmark}, found {graphs}"
+    revision = {h: int(r) for r, h in site_.index["revision_to_hash"].items()}[site_.sha]
+    points = {rev: values for rev, values in json.loads(graphs[0].read_text())}
+    assert revision in points, f"no point for {site_.sha[:8]} in {graphs[0]}"
+    return points[revision][combos.index(params)]
+
+
+def test_asv_runs_every_benchmark_of_this_commit_without_failures(asv_site: AsvSite) -> None:
+    output = asv_site.run.stdout + asv_site.run.stderr
+    # asv exits 2 when a benchmark failed; n/a (NotImplementedError in setup) is not a failure
+    assert asv_site.run.returncode == 0, output
+    assert list(asv_site.results.glob(f"*/{asv_site.sha[:8]}-existing-*.json")), output
+
+
+def test_published_site_has_the_serial_mlp_epoch_time(asv_site: AsvSite) -> None:
+    assert (asv_site.html / "index.html").is_file()
+    seconds = _value(asv_site, "bench_methods.Epoch.time_epoch")
+    assert seconds is not None and 0 < seconds < 60, seconds
+    peak = _value(asv_site, "bench_methods.Epoch.peakmem_epoch")
+    assert peak is not None and peak > 10 * 2**20, peak  # bytes: torch alone is more
+
+
+def test_tracks_are_lower_is_better_figures_against_serial(asv_site: AsvSite) -> None:
+    per_sample = _value(asv_site, "bench_methods.Case.track_seconds_per_sample")
+    assert per_sample is not None and 0 < per_sample < 1, per_sample
+    startup = _value(asv_site, "bench_methods.Case.track_startup_s")
+    assert startup is not None and startup >= 0, startup
+    # serial against itself: the same measurement on both sides of the ratio and the gap
+    assert _value(asv_site, "bench_methods.VersusSerial.track_inverse_speedup") == 1.0
+    assert _value(asv_site, "bench_methods.VersusSerial.track_quality_gap") == 0.0
+    units = {name: b.get("unit") for name, b in asv_site.index["benchmarks"].items()}
+    assert units["bench_methods.Case.track_seconds_per_sample"] == "seconds/sample"
+    assert units["bench_methods.VersusSerial.track_inverse_speedup"] == "ratio"
+
+
+def test_benchmarks_are_na_on_a_parabench_without_bench() -> None:
+    """An old commit installed by the history script lacks parabench.bench: n/a, no crash."""
+    pytest.importorskip("asv", reason="asv is not installed: pip install -e '.[test]'")
+    code = """
+import sys
+sys.modules["parabench.bench"] = None  # import parabench.bench now raises ImportError
+sys.path.insert(0, sys.argv[1])
+from benchmarks import bench_methods as b
+assert b._MISSING and "parabench.bench" in b._MISSING, b._MISSING
+assert b.Epoch.params[1] and b.Epoch.param_names[0] == "workload", b.Epoch.params
+try:
+    b.Epoch().setup("mlp", "serial", "cpu", 1)
+except NotImplementedError:
+    pass
+else:
+    raise AssertionError("setup ran without parabench.bench")
+assert b.Case().setup_cache() == {}
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+def test_history_script_is_valid_bash() -> None:
+    script = ROOT / "scripts" / "asv_history.sh"
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    if shellcheck := shutil.which("shellcheck"):
+        proc = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout
