@@ -28,12 +28,11 @@ from pathlib import Path
 import psutil
 
 from parabench.config import RunConfig
-from parabench.envinfo import fingerprint, git_commit
+from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
 from parabench.execute import skipped
 from parabench.measure import TreeSampler
 from parabench.result import Result
 
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ ([0-9.]+)s loss ([-0-9.eE+naninf]+)$")
 
 
