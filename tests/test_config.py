@@ -48,7 +48,7 @@ def test_unknown_keys_are_rejected() -> None:
 
 
 def test_config_is_frozen_and_round_trips() -> None:
-    cfg = RunConfig(workload="mlp", method="serial", batch_size=32, options={"a": 1})
+    cfg = RunConfig(workload="mlp", method="serial", batch_size=32, options={"stages": 2})
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.workers = 4  # type: ignore[misc]
     again = RunConfig.from_dict(cfg.to_dict())
@@ -66,3 +66,23 @@ def test_oversubscription_is_detected() -> None:
     cfg = RunConfig(workload="mlp", method="serial", workers=2, threads_per_worker=2)
     assert cfg.oversubscribed(cores=2)
     assert not cfg.oversubscribed(cores=4)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"stagse": 2}, "unknown option 'stagse'; valid: clients"),
+        ({"precision": "fp8"}, "valid: fp32, bf16, fp16"),
+        ({"num_workers": -1}, "option num_workers must be >= 0"),
+        ({"pin_memory": "yes"}, "option pin_memory must be a bool"),
+    ],
+)
+def test_bad_options_are_rejected_with_what_is_valid(options: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        RunConfig(workload="mlp", method="serial", options=options)
+
+
+def test_unset_options_do_not_change_the_case_identity() -> None:
+    a = RunConfig(workload="mlp", method="serial", options={"precision": None})
+    b = RunConfig(workload="mlp", method="serial")
+    assert a.key() == b.key() and a.options == {}

@@ -29,6 +29,52 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message says what is valid."""
 
 
+@dataclass(frozen=True)
+class OptionSpec:
+    """A method/workload knob carried in ``RunConfig.options`` (a grid axis on the CLI)."""
+
+    kind: type
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+
+    def validate(self, name: str, value: Any) -> None:
+        if self.kind is int:
+            _require_int(f"option {name}", value, self.minimum or 0)
+        elif not isinstance(value, self.kind):
+            raise ConfigError(f"option {name} must be a {self.kind.__name__}, got {value!r}")
+        if self.choices and value not in self.choices:
+            raise ConfigError(
+                f"option {name}={value!r} is not valid; valid: {', '.join(self.choices)}"
+            )
+
+
+#: Every option a case may carry. Methods read ``config.options.get(name)``; None = default.
+OPTIONS: dict[str, OptionSpec] = {
+    "data_dir": OptionSpec(str, "directory or file with a real dataset (nothing is downloaded)"),
+    "num_workers": OptionSpec(
+        int, "DataLoader worker processes (0: batches sliced in-loop)", minimum=0
+    ),
+    "pin_memory": OptionSpec(bool, "DataLoader pin_memory (page-locked host batches)"),
+    "precision": OptionSpec(str, "fp32, or bf16/fp16 autocast", choices=("fp32", "bf16", "fp16")),
+    "dask_scheduler": OptionSpec(str, "address of an existing Dask scheduler (tcp://HOST:PORT)"),
+    "spark_master": OptionSpec(str, "Spark master URL (default local[workers])"),
+    "stages": OptionSpec(int, "pipeline / model-parallel stage count", minimum=1),
+    "microbatches": OptionSpec(int, "pipeline micro-batches per batch", minimum=1),
+    "schedule": OptionSpec(str, "pipeline schedule", choices=("gpipe", "1f1b")),
+    "clients": OptionSpec(int, "federated clients (default: workers)", minimum=1),
+    "local_epochs": OptionSpec(int, "federated local epochs per round", minimum=1),
+    "split": OptionSpec(str, "federated data split", choices=("iid", "noniid")),
+}
+
+
+def register_option(name: str, spec: OptionSpec) -> None:
+    """Let a plugin method declare its own option (names are global: pick a distinct one)."""
+    if name in OPTIONS and OPTIONS[name] != spec:
+        raise ValueError(f"option {name!r} is already registered differently")
+    OPTIONS[name] = spec
+
+
 def available_cores() -> int:
     """Cores this process may run on (respects affinity masks / cgroup cpusets)."""
     try:
@@ -89,8 +135,18 @@ class RunConfig:
             raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}")
         if not isinstance(self.options, dict):
             raise ConfigError(f"options must be a mapping, got {type(self.options).__name__}")
-        # Freeze a private copy so a caller mutating its dict cannot change the case.
-        object.__setattr__(self, "options", dict(self.options))
+        for name, value in self.options.items():
+            if name not in OPTIONS:
+                raise ConfigError(
+                    f"unknown option {name!r}; valid: {', '.join(sorted(OPTIONS))}"
+                )
+            if value is not None:
+                OPTIONS[name].validate(name, value)
+        # Freeze a private copy without unset (None) options, so {} and {"x": None} are the
+        # same case, and a caller mutating its dict cannot change this one.
+        object.__setattr__(
+            self, "options", {k: v for k, v in sorted(self.options.items()) if v is not None}
+        )
 
     @property
     def threads(self) -> int:
@@ -135,9 +191,16 @@ class RunConfig:
             tuple(sorted((k, repr(v)) for k, v in self.options.items())),
         )
 
+    def option(self, name: str, default: Any = None) -> Any:
+        """``options[name]``, or ``default`` when unset (the name must be a known option)."""
+        if name not in OPTIONS:
+            raise KeyError(f"unknown option {name!r}")
+        return self.options.get(name, default)
+
     def label(self) -> str:
         bs = "default" if self.batch_size is None else self.batch_size
+        opts = "".join(f" {k}={v}" for k, v in self.options.items() if k != "data_dir")
         return (
             f"{self.workload}/{self.method} {self.device} w={self.workers} "
-            f"t={self.threads} bs={bs} r{self.repeat}"
+            f"t={self.threads} bs={bs}{opts} r{self.repeat}"
         )

@@ -89,6 +89,12 @@ class Method(ABC):
     families: ClassVar[frozenset[str]] = frozenset()
     #: None: any count; otherwise the largest worker count this method can use
     max_workers: ClassVar[int | None] = None
+    #: how results compare with ``serial`` (see :mod:`parabench.parity`): "exact" - the same
+    #: mathematics, so held-out quality must match serial's to float tolerance;
+    #: "statistical" - a different algorithm (federated averaging, histogram forests, Spark),
+    #: so quality must be within a margin derived from serial's seed-to-seed spread;
+    #: "baseline" - this is what the others are compared with.
+    parity: ClassVar[str] = "exact"
 
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families

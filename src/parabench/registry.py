@@ -44,6 +44,14 @@ class UnknownNameError(KeyError):
         return str(self.args[0])
 
 
+def import_submodules(package: str, path: list[str]) -> None:
+    """Import every module of a package (used by the built-in workload/method packages)."""
+    import pkgutil
+
+    for info in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+        importlib.import_module(f"{package}.{info.name}")
+
+
 class Registry(Generic[T]):
     """Name -> factory map, filled by built-in modules and by entry points on first use."""
 

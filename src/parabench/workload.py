@@ -29,6 +29,16 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
+    from parabench.config import RunConfig
+
+
+def no_real_data(workload: str, data_dir: str | None) -> None:
+    """Raise ConfigError when a synthetic-only workload is given ``--data-dir``."""
+    if data_dir is not None:
+        from parabench.config import ConfigError
+
+        raise ConfigError(f"workload {workload} is synthetic only; it takes no --data-dir")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Quality:
@@ -63,8 +73,16 @@ class Workload(ABC):
     requires: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
-    def make_data(self, profile: str, seed: int) -> Dataset:
-        """Seeded data sized by profile: the same (profile, seed) gives the same bytes."""
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
+        """Seeded data sized by profile: the same (profile, seed) gives the same bytes.
+
+        ``data_dir`` (the ``--data-dir`` option) points at a real dataset on disk; a workload
+        without a loader for one raises :class:`~parabench.config.ConfigError` saying so.
+        """
+
+    def dataset(self, config: RunConfig) -> Dataset:
+        """The data of one case: synthetic, or real from ``config.options['data_dir']``."""
+        return self.make_data(config.profile, config.seed, data_dir=config.option("data_dir"))
 
     def default_batch_size(self, profile: str) -> int | None:
         """Batch size used when the config leaves it unset (None: the workload has no batches)."""

@@ -57,7 +57,7 @@ class _Fault(EstimatorWorkload):
     behaviour: ClassVar[str]
     quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
 
-    def make_data(self, profile: str, seed: int) -> Dataset:
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
         rng = np.random.default_rng(seed)
         x = rng.normal(size=(200, 3)).astype(np.float32)
         y = (x[:, 0] > 0).astype(np.int64)

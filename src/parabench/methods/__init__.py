@@ -1,3 +1,11 @@
-"""Built-in methods. Importing this package registers them (see :mod:`parabench.registry`)."""
+"""Built-in methods. Importing this package registers them (see :mod:`parabench.registry`).
 
-from parabench.methods import serial  # noqa: F401
+Every module in this package is imported, so a new method is one new file with a
+``@methods.register`` class; nothing else needs editing. Modules import their engines
+(torch.distributed, dask, mpi4py, pyspark, tensorflow, numba) inside functions, so importing
+them here costs nothing on a machine without those extras.
+"""
+
+from parabench.registry import import_submodules
+
+import_submodules(__name__, __path__)

@@ -33,7 +33,7 @@ class SerialEstimatorSession(Session):
         self.estimator: Any = None
 
     def start(self) -> None:
-        self.data = self.workload.make_data(self.config.profile, self.config.seed)
+        self.data = self.workload.dataset(self.config)
         self.samples_per_epoch = self.workload.samples_per_epoch(self.data)
 
     def train_epoch(self, epoch: int) -> EpochStats:
@@ -61,7 +61,7 @@ class SerialTorchSession(Session):
 
         torch.set_num_threads(self.threads_per_worker)
         self.device = torch.device("cuda:0" if self.config.device == "cuda" else "cpu")
-        data = self.workload.make_data(self.config.profile, self.config.seed)
+        data = self.workload.dataset(self.config)
         self.samples_per_epoch = self.workload.samples_per_epoch(data)
         x, y, self.x_test, self.y_test = (t.to(self.device) for t in self.workload.tensors(data))
         torch.manual_seed(self.config.seed)
@@ -122,6 +122,7 @@ class Serial(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch", "estimator"})
     max_workers: ClassVar[int | None] = 1
+    parity: ClassVar[str] = "baseline"
 
     def devices_for(self, workload: Workload) -> tuple[str, ...]:
         # scikit-learn estimators have no CUDA path; only torch workloads move to the GPU

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
-from parabench.workload import Dataset, TorchWorkload
+from parabench.workload import Dataset, TorchWorkload, no_real_data
 from parabench.workloads.tabular import tabular_classification
 
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ class MLP(TorchWorkload):
     description: ClassVar[str] = "PyTorch MLP classifier, synthetic tabular data"
     lr: ClassVar[float] = 0.02
 
-    def make_data(self, profile: str, seed: int) -> Dataset:
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
+        no_real_data(self.name, data_dir)
         samples, features, classes = SIZES[profile]
         return tabular_classification(
             n_samples=samples, n_features=features, n_classes=classes, seed=seed

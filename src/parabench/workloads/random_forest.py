@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from parabench.registry import workloads
-from parabench.workload import Dataset, EstimatorWorkload, Quality
+from parabench.workload import Dataset, EstimatorWorkload, Quality, no_real_data
 from parabench.workloads.tabular import tabular_classification
 
 # profile -> (samples, features, classes, trees)
@@ -26,7 +26,8 @@ class RandomForest(EstimatorWorkload):
     description: ClassVar[str] = "sklearn RandomForestClassifier, synthetic tabular data"
     quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
 
-    def make_data(self, profile: str, seed: int) -> Dataset:
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
+        no_real_data(self.name, data_dir)
         samples, features, classes, _ = SIZES[profile]
         return tabular_classification(
             n_samples=samples, n_features=features, n_classes=classes, seed=seed
