@@ -154,3 +154,15 @@ class TorchWorkload(Workload):
     def score(self, outputs: torch.Tensor, targets: torch.Tensor) -> float:
         """Quality from held-out model outputs (default: classification accuracy)."""
         return float((outputs.argmax(dim=1) == targets).float().mean().item())
+
+    def sequential(self, model: torch.nn.Module) -> torch.nn.Sequential | None:
+        """``model`` as an ``nn.Sequential`` of the same parameters, or None if it has none.
+
+        Pipeline and model-parallel methods cut this sequence into contiguous stages; the
+        view must compute exactly ``model(x)`` and share ``model``'s parameter objects.
+        A workload whose model cannot be written as one sequence (e.g. an encoder-decoder fed
+        two inputs) returns None, and those methods skip it with the reason.
+        """
+        import torch
+
+        return model if isinstance(model, torch.nn.Sequential) else None
