@@ -1,0 +1,11 @@
+"""Engines that methods start and stop around a workload: Dask clusters, MPI rank programs.
+
+Usage::
+
+    from parabench.engines.dask_cluster import DaskCluster
+    with DaskCluster.for_config(config) as cluster:   # a LocalCluster, or the user's scheduler
+        cluster.client.submit(...)
+
+Modules here import their engine (dask, mpi4py) inside functions, like the methods do, so
+importing this package costs nothing on a machine without the extras.
+"""

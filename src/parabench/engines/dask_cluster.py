@@ -1,0 +1,215 @@
+"""A Dask cluster for one benchmark case: started (or connected to) once, guarded, closed.
+
+Usage (inside a Session)::
+
+    from parabench.engines.dask_cluster import DaskCluster, WorkerLost
+
+    def start(self):                                   # timed once as start-up
+        self.cluster = DaskCluster.for_config(self.config)
+        self.cluster.start()                           # LocalCluster, or the user's scheduler
+    def train_epoch(self, epoch):
+        with self.cluster.guard():                     # a lost worker raises WorkerLost
+            futures = self.cluster.client.map(fn, parts)
+            results = self.cluster.client.gather(futures)
+    def close(self):
+        if self.cluster is not None:
+            self.cluster.close()                       # idempotent, safe after errors
+
+    # or: with DaskCluster(workers=2, threads_per_worker=1) as cluster: ...
+
+``DaskCluster.for_config(config)`` takes ``workers=config.workers``,
+``threads_per_worker=config.threads`` and ``address=config.option("dask_scheduler")``.
+
+Without an address, a ``LocalCluster`` of ``workers`` worker *processes* is started: the
+scheduler and the nannies live in this process, each worker process is a child of it, so the
+runner's memory sampler and its process-group kill see them all. Everything listens on
+127.0.0.1 and the dashboard is off. Workers get ``threads_per_worker`` threads and the same
+number in the BLAS/OpenMP thread variables (the fair budget), and no memory limit, so a nanny
+never pauses or restarts a worker in the middle of a timing (the runner records out-of-memory).
+
+With an address (``tcp://HOST:PORT``) the cluster is only connected to: ``close()``
+disconnects and leaves it running, and ``start()`` waits for ``workers`` workers to be there.
+
+A lost worker must end the case, not be silently absorbed: the local scheduler is created
+with ``allowed_failures=0`` (a task on a worker that dies errs with ``KilledWorker`` rather
+than being retried elsewhere), and :meth:`DaskCluster.guard` compares the worker set with the
+one seen at start before and after the block (a nanny restarts a killed worker under a new
+address), turning either into one :class:`WorkerLost` whose message says what happened.
+``close()`` also kills any local worker process that outlived the cluster's own shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from parabench.envinfo import THREAD_VARS
+
+if TYPE_CHECKING:
+    from parabench.config import RunConfig
+
+LOOPBACK = "127.0.0.1"
+CLOSE_TIMEOUT_S = 20.0
+
+
+class WorkerLost(RuntimeError):
+    """A Dask worker died or left the cluster while the case was running."""
+
+
+@dataclass(kw_only=True)
+class DaskCluster:
+    """One case's Dask cluster and client. Create, ``start()``, use ``client``, ``close()``."""
+
+    workers: int
+    threads_per_worker: int
+    address: str | None = None
+    startup_timeout_s: float = 120.0
+    client: Any = field(default=None, init=False)
+    cluster: Any = field(default=None, init=False)
+    #: worker addresses seen by start(); any that disappears means a worker was lost
+    initial_workers: frozenset[str] = field(default=frozenset(), init=False)
+    #: pid -> create_time of the local worker processes (empty for an external cluster)
+    worker_pids: dict[int, float] = field(default_factory=dict, init=False)
+
+    @classmethod
+    def for_config(cls, config: RunConfig, **changes: Any) -> DaskCluster:
+        kwargs: dict[str, Any] = {
+            "workers": config.workers,
+            "threads_per_worker": config.threads,
+            "address": config.option("dask_scheduler"),
+            "startup_timeout_s": min(120.0, config.timeout_s),
+        }
+        return cls(**(kwargs | changes))
+
+    @property
+    def external(self) -> bool:
+        """True when connected to a scheduler someone else started (close leaves it running)."""
+        return self.address is not None
+
+    def start(self) -> Any:
+        """Start the LocalCluster (or connect) and wait for every worker; returns the client."""
+        if self.client is not None:
+            return self.client
+        from distributed import Client
+
+        try:
+            if self.external:
+                self.client = Client(
+                    self.address, timeout=self.startup_timeout_s, set_as_default=False
+                )
+            else:
+                self.cluster = self._local_cluster()
+                self.client = Client(self.cluster, set_as_default=False)
+            self.client.wait_for_workers(self.workers, timeout=self.startup_timeout_s)
+            self.initial_workers = self.worker_addresses()
+            if not self.external:
+                self._record_worker_pids()
+        except BaseException:
+            self.close()
+            raise
+        return self.client
+
+    def _local_cluster(self) -> Any:
+        import dask
+        from distributed import LocalCluster
+
+        threads = {var: str(self.threads_per_worker) for var in THREAD_VARS}
+        # pre-spawn: set before the worker interpreter starts, so BLAS/OpenMP read it at load
+        settings = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in threads.items()}
+        with dask.config.set(settings):
+            return LocalCluster(
+                n_workers=self.workers,
+                threads_per_worker=self.threads_per_worker,
+                processes=True,
+                host=LOOPBACK,
+                scheduler_port=0,
+                dashboard_address=None,
+                # the scheduler's HTTP routes (health, metrics) start even with the dashboard
+                # off, by default on port 8787 of the host: a free loopback port instead
+                scheduler_kwargs={"allowed_failures": 0, "dashboard_address": f"{LOOPBACK}:0"},
+                memory_limit=0,
+                silence_logs=logging.ERROR,
+                env=threads,
+            )
+
+    def _record_worker_pids(self) -> None:
+        """Remember the local worker processes (a nanny's restarted worker has a new pid)."""
+        for nanny in getattr(self.cluster, "workers", {}).values():
+            try:
+                if (pid := getattr(nanny, "pid", None)) is not None:
+                    self.worker_pids[pid] = psutil.Process(pid).create_time()
+            except psutil.Error:
+                pass
+
+    def worker_addresses(self) -> frozenset[str]:
+        assert self.client is not None, "start() first"
+        return frozenset(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def check_workers(self) -> None:
+        """Raise WorkerLost when a worker present at start is gone (died, or was restarted)."""
+        now = self.worker_addresses()
+        if lost := self.initial_workers - now:
+            raise WorkerLost(
+                f"Dask worker(s) {', '.join(sorted(lost))} left the cluster (killed, crashed or "
+                f"restarted); {len(now & self.initial_workers)} of {len(self.initial_workers)} "
+                "original workers remain"
+            )
+
+    @contextmanager
+    def guard(self) -> Iterator[Any]:
+        """Run a block of Dask work; a worker lost before, during or after it is WorkerLost."""
+        self.check_workers()
+        try:
+            yield self.client
+        except Exception as exc:
+            if type(exc).__name__ == "KilledWorker":
+                raise WorkerLost(f"a Dask worker died while running a task: {exc}") from exc
+            self._raise_if_lost(exc)
+            raise
+        self.check_workers()
+
+    def _raise_if_lost(self, cause: BaseException) -> None:
+        try:
+            self.check_workers()
+        except WorkerLost as lost:
+            raise lost from cause
+        except Exception:  # noqa: BLE001 - the scheduler is unreachable: keep the first error
+            pass
+
+    def close(self) -> None:
+        """Disconnect, shut a local cluster down, kill leftovers. Safe to call repeatedly."""
+        if self.cluster is not None:
+            self._record_worker_pids()
+        client, cluster = self.client, self.cluster
+        self.client = self.cluster = None
+        for closable in (client, cluster):
+            if closable is None:
+                continue
+            try:
+                closable.close(timeout=CLOSE_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - best effort: leftovers are killed below
+                pass
+        self._kill_leftover_workers()
+
+    def _kill_leftover_workers(self) -> None:
+        for pid, created in self.worker_pids.items():
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == created:  # not a recycled pid
+                    for p in [*proc.children(recursive=True), proc]:
+                        p.kill()
+            except psutil.Error:
+                pass
+        self.worker_pids.clear()
+
+    def __enter__(self) -> DaskCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
