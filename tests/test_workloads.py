@@ -79,7 +79,7 @@ def test_auto_batch_size_picks_a_power_of_two_within_the_data() -> None:
 def test_auto_batch_size_too_big_for_budget_is_oom() -> None:
     import torch
 
-    from parabench.torch_loop import auto_batch_size
+    from parabench.torch_setup import auto_batch_size
 
     model = torch.nn.Linear(8, 2)
     x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))

@@ -62,7 +62,9 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None) ->
     if (reason := method.check(workload, config)) is not None:
         return skipped(config, reason)
 
-    m: dict[str, Any] = {"epoch_s": [], "loss": [], "status": "ok", "reason": ""}
+    m: dict[str, Any] = {
+        "epoch_s": [], "loss": [], "components": {}, "status": "ok", "reason": ""
+    }
     session: Session | None = None
     try:
         session = method.session(workload, config)
@@ -75,6 +77,8 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None) ->
             stats = session.train_epoch(epoch)
             m["epoch_s"].append(stats.seconds)
             m["loss"].append(stats.loss)
+            for name, seconds in stats.components.items():
+                m["components"].setdefault(name, []).append(seconds)
             say(f"epoch {epoch + 1}/{config.epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
         wall = time.perf_counter() - wall0
         cores = config.workers * session.threads_per_worker
@@ -110,6 +114,7 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any]) -> Re
         identity["threads_per_worker"] = session.threads_per_worker
         identity["batch_size"] = session.batch_size or config.batch_size
         samples = session.samples_per_epoch or None
+        m["flops_per_sample"] = session.flops_per_sample
         extra.update(session.notes)
         m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
     if "traceback" in m:

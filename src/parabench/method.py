@@ -26,6 +26,9 @@ from parabench import hardware
 from parabench.config import RunConfig, available_cores
 from parabench.workload import Workload
 
+#: options that only mean something to mini-batch torch training
+TORCH_OPTIONS = ("num_workers", "pin_memory", "precision")
+
 
 @dataclass(frozen=True, kw_only=True)
 class EpochStats:
@@ -51,6 +54,8 @@ class Session(ABC):
         self.threads_per_worker: int = config.threads
         self.batch_size: int | None = None
         self.samples_per_epoch: int = 0
+        #: forward + backward FLOPs per training sample, where the session can count them
+        self.flops_per_sample: float | None = None
         self.notes: dict[str, Any] = {}
 
     @abstractmethod
@@ -126,8 +131,14 @@ class Method(ABC):
             return f"{self.name} runs {workload.name} on {', '.join(devices)}, not {config.device}"
         if self.max_workers is not None and config.workers > self.max_workers:
             return f"{self.name} runs at most {self.max_workers} worker(s), asked {config.workers}"
-        if config.batch_size == "auto" and workload.family != "torch":
-            return f"--batch-size auto applies to mini-batch workloads, not {workload.name}"
+        if workload.family != "torch":
+            if config.batch_size == "auto":
+                return f"--batch-size auto applies to mini-batch workloads, not {workload.name}"
+            torch_only = [k for k in TORCH_OPTIONS if k in config.options]
+            if torch_only:
+                return f"{', '.join(torch_only)} apply to torch workloads, not {workload.name}"
+        if config.option("precision") == "fp16" and config.device != "cuda":
+            return "fp16 autocast needs CUDA; use --precision bf16 on CPU"
         return self.unavailable(config.device) or hardware.missing(workload.requires)
 
     @abstractmethod

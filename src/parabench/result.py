@@ -60,6 +60,14 @@ class Result:
     peak_gpu_mb: float | None = None
     cpu_efficiency: float | None = None
     wall_s: float | None = None
+    #: seconds per epoch of each time component (data, forward, backward, optimizer,
+    #: communication, idle: whatever the method measures), aligned with ``epoch_s``
+    components: dict[str, list[float]] = field(default_factory=dict)
+    #: forward + backward FLOPs per training sample (torch.utils.flop_counter)
+    flops_per_sample: float | None = None
+    #: comparison with the serial baseline (see parabench.parity): status ok / failed /
+    #: not-applicable, gap, tolerance, baseline
+    parity: dict[str, Any] | None = None
     #: the RunConfig as requested (top-level fields hold what actually ran)
     config: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +89,22 @@ class Result:
     def median_epoch_s(self) -> float | None:
         steady = self.steady_epoch_s
         return statistics.median(steady) if steady else None
+
+    def median_components(self) -> dict[str, float]:
+        """Each component's median over the steady epochs (the first dropped, as for time)."""
+        out = {}
+        for name, values in self.components.items():
+            steady = values[1:] if len(values) > 1 else values
+            if steady:
+                out[name] = statistics.median(steady)
+        return out
+
+    @property
+    def achieved_flops(self) -> float | None:
+        """FLOP/s over the steady epochs (samples/s x FLOPs per sample)."""
+        if self.flops_per_sample and self.samples_per_s:
+            return self.flops_per_sample * self.samples_per_s
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -15,8 +15,6 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
-import psutil
-
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.registry import methods
@@ -57,47 +55,27 @@ class SerialTorchSession(Session):
     def start(self) -> None:
         import torch
 
-        from parabench.torch_loop import TorchLoop
-
-        torch.set_num_threads(self.threads_per_worker)
-        self.device = torch.device("cuda:0" if self.config.device == "cuda" else "cpu")
-        data = self.workload.dataset(self.config)
-        self.samples_per_epoch = self.workload.samples_per_epoch(data)
-        x, y, self.x_test, self.y_test = (t.to(self.device) for t in self.workload.tensors(data))
-        torch.manual_seed(self.config.seed)
-        model = self.workload.build_model(data, self.config.seed).to(self.device)
-        loss_fn = self.workload.loss_fn()
-        self.batch_size = self._resolve_batch_size(model, loss_fn, x, y)
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-        self.loop = TorchLoop(
-            model,
-            self.workload.make_optimizer(model.parameters()),
-            loss_fn,
-            x,
-            y,
-            batch_size=self.batch_size,
-            device=self.device,
-            seed=self.config.seed,
+        from parabench.torch_setup import (
+            flops_per_sample,
+            load_tensors,
+            make_loop,
+            resolve_batch_size,
+            torch_device,
         )
 
-    def _resolve_batch_size(self, model: Any, loss_fn: Any, x: Any, y: Any) -> int:
-        from parabench.torch_loop import auto_batch_size
-
-        if self.config.batch_size is None:
-            return self.workload.default_batch_size(self.config.profile) or 64
-        if self.config.batch_size != "auto":
-            return int(self.config.batch_size)
-        # CPU: half of what is available now, shared fairly between workers
-        budget = psutil.virtual_memory().available * 0.5 / self.config.workers
-        if self.device.type == "cuda":
-            import torch
-
-            free, _total = torch.cuda.mem_get_info(self.device)
-            budget = free * 0.8
-        chosen = auto_batch_size(model, loss_fn, x, y, budget_bytes=budget, limit=len(x))
-        self.notes["batch_size_auto_budget_mb"] = round(budget / 2**20, 1)
-        return chosen
+        torch.set_num_threads(self.threads_per_worker)
+        self.device = device = torch_device(self.config)
+        t = load_tensors(self.workload, self.config, device)
+        self.samples_per_epoch = self.workload.samples_per_epoch(t.data)
+        self.x_test, self.y_test = t.x_test, t.y_test
+        torch.manual_seed(self.config.seed)
+        model = self.workload.build_model(t.data, self.config.seed).to(device)
+        self.batch_size = resolve_batch_size(self.workload, self.config, model, t, device,
+                                             self.notes)
+        self.flops_per_sample = flops_per_sample(model, self.workload.loss_fn(), t.x, t.y)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        self.loop = make_loop(self.workload, self.config, model, t, self.batch_size, device)
 
     def train_epoch(self, epoch: int) -> EpochStats:
         return self.loop.train_epoch(epoch)
