@@ -1,0 +1,158 @@
+"""``dask`` and ``dask+threads``: a scikit-learn forest grown on a Dask cluster.
+
+Usage::
+
+    parabench run --workload random_forest --method dask,dask+threads --workers 2
+    parabench run --workload random_forest --method dask --dask-scheduler tcp://10.0.0.5:8786
+
+Both start (or connect to) the cluster once in ``start()`` through
+:class:`parabench.engines.dask_cluster.DaskCluster`: ``workers`` worker processes with
+``threads_per_worker`` threads each, on 127.0.0.1 with the dashboard off, or the user's
+scheduler (then left running at the end). Start-up also imports scikit-learn on every worker
+and ships the training data to every worker once (``scatter(broadcast=True)``), so a fit
+moves only tree parameters and fitted trees.
+
+- ``dask`` hands tree building to joblib's Dask backend: ``fit`` with
+  ``n_jobs = workers x threads_per_worker``, each tree a task (joblib batches them).
+- ``dask+threads`` (seed 000's hybrid) gives each worker one contiguous share of the trees
+  as one task, and the worker grows its share with ``threads_per_worker`` threads (joblib's
+  threading backend); the shares are merged in tree order. The split is seed-exact
+  (:mod:`parabench.engines.forest_split`).
+
+Both predict exactly like ``serial`` for the same ``random_state``. A worker that dies during
+the case (the local scheduler does not retry its tasks; a nanny-restarted worker is noticed)
+fails the fit with :class:`~parabench.engines.dask_cluster.WorkerLost`.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar
+
+from parabench.config import RunConfig
+from parabench.engines.dask_cluster import DaskCluster
+from parabench.methods.forest_joblib import ForestSession, _ForestMethod
+from parabench.registry import methods
+from parabench.workload import Dataset, EstimatorWorkload
+
+
+class DaskForestSession(ForestSession):
+    """Cluster up once; subclasses decide how a fit uses it."""
+
+    def __init__(self, workload: EstimatorWorkload, config: RunConfig) -> None:
+        super().__init__(workload, config)
+        self.cluster: DaskCluster | None = None
+        self.scattered: dict[str, Any] = {}
+
+    def start_engine(self) -> None:
+        assert self.data is not None
+        self.cluster = DaskCluster.for_config(self.config)
+        client = self.cluster.start()
+        threads = set(client.nthreads().values())
+        self.threads_per_worker = max(threads)
+        self.notes["dask_scheduler"] = client.scheduler.address
+        self.notes["dask_external"] = self.cluster.external
+        client.run(_import_trees)
+
+    @property
+    def n_jobs(self) -> int:
+        assert self.cluster is not None and self.cluster.client is not None, "start() first"
+        return sum(self.cluster.client.nthreads().values())
+
+    def close(self) -> None:
+        self.scattered = {}
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+class DaskJoblibSession(DaskForestSession):
+    """Trees as tasks through joblib's Dask backend."""
+
+    backend: Any = None
+
+    def start_engine(self) -> None:
+        super().start_engine()
+        from joblib._dask import DaskDistributedBackend
+
+        assert self.data is not None and self.cluster is not None
+        # One backend for the whole case: the training matrix is scattered to the workers
+        # here (start-up), and joblib maps the fit's X (the same object: float32,
+        # C-contiguous, so scikit-learn does not copy it) to the scattered copy.
+        self.backend = DaskDistributedBackend(
+            client=self.cluster.client, scatter=[self.data.x_train]
+        )
+
+    def fit_context(self) -> AbstractContextManager[Any]:
+        from joblib import parallel_config
+
+        return parallel_config(backend=self.backend, n_jobs=self.n_jobs)
+
+    def fit(self, data: Dataset) -> Any:
+        assert self.cluster is not None
+        with self.cluster.guard():
+            return super().fit(data)
+
+
+class DaskThreadsSession(DaskForestSession):
+    """One share of the trees per worker, grown there by several threads."""
+
+    def start_engine(self) -> None:
+        super().start_engine()
+        assert self.data is not None and self.cluster is not None
+        client = self.cluster.client
+        x, y = client.scatter([self.data.x_train, self.data.y_train], broadcast=True)
+        self.scattered = {"x": x, "y": y}
+
+    def fit(self, data: Dataset) -> Any:
+        from parabench.engines.forest_split import merge, slices
+
+        assert self.cluster is not None and self.cluster.client is not None
+        client = self.cluster.client
+        est = self.workload.build_estimator(
+            self.config.profile, self.config.seed, n_jobs=self.threads_per_worker
+        )
+        workers = sorted(client.nthreads())
+        shares = slices(est.n_estimators, len(workers))
+        with self.cluster.guard():
+            futures = [
+                client.submit(
+                    _grow_share, est, self.scattered["x"], self.scattered["y"], lo, hi,
+                    self.threads_per_worker, workers=[addr], allow_other_workers=False,
+                    pure=False,
+                )
+                for addr, (lo, hi) in zip(workers, shares, strict=False)
+            ]
+            forest = merge(client.gather(futures))
+        forest.set_params(n_jobs=self.n_jobs)  # predict on this process with every core
+        return forest
+
+
+def _import_trees() -> None:
+    import sklearn.ensemble  # noqa: F401 - loaded once at start-up, not in the first fit
+
+
+def _grow_share(est: Any, x: Any, y: Any, lo: int, hi: int, threads: int) -> Any:
+    from joblib import parallel_config
+
+    from parabench.engines.forest_split import grow_slice
+
+    with parallel_config(backend="threading", n_jobs=threads):
+        return grow_slice(est, x, y, lo, hi)
+
+
+class _DaskMethod(_ForestMethod):
+    requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "dask"})
+
+
+@methods.register
+class Dask(_DaskMethod):
+    name: ClassVar[str] = "dask"
+    description: ClassVar[str] = "trees as tasks on a Dask cluster (joblib's dask backend)"
+    session_class = DaskJoblibSession
+
+
+@methods.register
+class DaskThreads(_DaskMethod):
+    name: ClassVar[str] = "dask+threads"
+    description: ClassVar[str] = "one share of the trees per Dask worker, grown with threads"
+    session_class = DaskThreadsSession
