@@ -74,7 +74,8 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], expected: str) ->
 @pytest.mark.torch
 def test_run_both_baselines_writes_results_and_a_table(tmp_path: Path) -> None:
     out = tmp_path / "res.jsonl"
-    proc = cli("run", "--profile", "tiny", "--epochs", "2", "--repeats", "2", "--out", str(out))
+    proc = cli("run", "--workload", "mlp,random_forest", "--method", "serial", "--profile", "tiny",
+               "--epochs", "2", "--repeats", "2", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     results = list(read_results(out))
     assert {(r.workload, r.status) for r in results} == {("mlp", "ok"), ("random_forest", "ok")}
@@ -100,3 +101,25 @@ def test_a_failing_case_exits_1_and_skipped_cases_exit_0(
                "--profile", "tiny", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "skipped: serial runs at most 1 worker(s)" in proc.stdout
+
+
+def test_bad_data_dir_is_a_usage_error_recorded_in_the_results(tmp_path: Path) -> None:
+    out = tmp_path / "res.jsonl"
+    proc = cli("run", "--workload", "mlp", "--method", "serial", "--profile", "tiny",
+               "--epochs", "1", "--data-dir", str(tmp_path / "missing"), "--out", str(out))
+    assert proc.returncode == 2
+    assert "parabench: error: ConfigError: workload mlp is synthetic only" in proc.stderr
+    [result] = read_results(out)
+    assert result.status == "failed" and result.extra["config_error"] is True
+
+
+def test_option_flags_sweep_as_grid_axes(tmp_path: Path) -> None:
+    out = tmp_path / "res.jsonl"
+    proc = cli("run", "--workload", "mlp", "--method", "serial", "--profile", "tiny",
+               "--epochs", "1", "--precision", "fp32,bf16", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    options = sorted(r.config["options"]["precision"] for r in read_results(out))
+    assert options == ["bf16", "fp32"]
+    assert "precision=bf16" in proc.stdout and "precision=fp32" in proc.stdout
+    bad = cli("run", "--precision", "fp8")
+    assert bad.returncode == 2 and "'fp8' is not one of fp32, bf16, fp16" in bad.stderr

@@ -104,7 +104,55 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, help="per-case timeout in seconds")
     p.add_argument("--out", default="results.jsonl", help="JSON Lines file results append to")
     p.add_argument("--resume", action="store_true", help="skip cases already recorded as ok")
+    _add_option_flags(p)
     return parser
+
+
+_BOOLS = {"on": True, "true": True, "yes": True, "1": True,
+          "off": False, "false": False, "no": False, "0": False}
+
+
+def _bool(text: str) -> bool:
+    if text.lower() not in _BOOLS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not on/off")
+    return _BOOLS[text.lower()]
+
+
+def _non_negative_int(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
+
+
+def _add_option_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per entry of config.OPTIONS: lists (grid axes) except free-text values."""
+    from parabench.config import OPTIONS
+
+    group = p.add_argument_group("method and workload options (comma lists are grid axes)")
+    for name, spec in OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        if spec.kind is str and not spec.choices:
+            group.add_argument(flag, dest=f"opt_{name}", help=spec.help,  # a path / address
+                               metavar="DIR" if name.endswith("dir") else "URL")
+            continue
+        if spec.kind is bool:
+            convert, what = _bool, "on/off values"
+            metavar = "on|off[,..]"
+        elif spec.kind is int:
+            convert = _non_negative_int if spec.minimum == 0 else _positive_int
+            what, metavar = "integers", "N[,N..]"
+        else:
+            convert, what = _choice(spec.choices), ", ".join(spec.choices)
+            metavar = "|".join(spec.choices) + "[,..]"
+        group.add_argument(flag, dest=f"opt_{name}", type=_csv(convert, what),
+                           metavar=metavar, help=spec.help)
+
+
+def option_axes(args: argparse.Namespace) -> dict[str, list]:
+    """The option flags given on the command line, each as a list of values to sweep."""
+    axes = {}
+    for key, value in vars(args).items():
+        if key.startswith("opt_") and value is not None:
+            axes[key[4:]] = value if isinstance(value, list) else [value]
+    return axes
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -159,10 +207,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         workers=args.workers, batch_sizes=args.batch_size, epochs=args.epochs,
         profile=args.profile, repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
+        options=option_axes(args),
     )
     results = run_grid(grid, out=args.out, resume=args.resume)
     print(format_table(summarize(results)))
     print(f"\n{len(results)} case(s); results in {args.out}")
+    bad_input = sorted({r.reason for r in results if r.extra.get("config_error")})
+    for reason in bad_input:  # e.g. a --data-dir that does not hold the expected layout
+        print(f"parabench: error: {reason}", file=sys.stderr)
+    if bad_input:
+        return EXIT_USAGE
     return EXIT_FAILED if any(r.status in FAILED_STATUSES for r in results) else EXIT_OK
 
 

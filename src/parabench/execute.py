@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from parabench.config import RunConfig
+from parabench.config import ConfigError, RunConfig
 from parabench.measure import self_max_rss_mb, tree_cpu_seconds
 from parabench.method import Session
 from parabench.registry import methods, workloads
@@ -96,6 +96,8 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None) ->
         if isinstance(exc, KeyboardInterrupt):
             raise
         m["status"] = "oom" if is_oom(exc) else "failed"
+        if isinstance(exc, ConfigError):  # bad input (e.g. a malformed --data-dir): usage
+            m["config_error"] = True
         m["reason"] = f"{type(exc).__name__}: {exc}".strip()
         if m["status"] == "oom":
             m["reason"] += " (try a smaller --batch-size, or more workers/devices)"
@@ -119,6 +121,8 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any]) -> Re
         m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
     if "traceback" in m:
         extra["traceback"] = m.pop("traceback")
+    if m.pop("config_error", False):
+        extra["config_error"] = True
     result = Result(
         **identity,
         status=m.pop("status"),

@@ -30,6 +30,7 @@ class Row:
     device: str
     workers: int
     batch_size: object
+    options: str
     repeats: int
     status: str
     epoch_s: float | None = None
@@ -38,6 +39,7 @@ class Row:
     speedup: float | None = None
     baseline: str | None = None
     quality: str = ""
+    parity: str = "-"
     note: str = ""
 
 
@@ -48,11 +50,35 @@ def _iqr(values: list[float]) -> float:
     return q[2] - q[0]
 
 
+def _options(r: Result) -> str:
+    opts = (r.config or {}).get("options", {})
+    return " ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k != "data_dir") or "-"
+
+
+#: options serial itself has: a method's speedup is against serial with the same ones
+BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
+
+
+def _data_options(options: str) -> str:
+    """The part of an options label the serial baseline must share."""
+    return " ".join(o for o in options.split() if o.split("=")[0] in BASELINE_OPTIONS)
+
+
+def _parity(rs: list[Result]) -> str:
+    """'ok', 'FAILED -0.21' (the worst gap), or '-' when not checked."""
+    checked = [r.parity for r in rs if r.parity and r.parity.get("status") in ("ok", "failed")]
+    if not checked:
+        return "base" if any(r.parity and r.parity.get("kind") == "baseline" for r in rs) else "-"
+    worst = min(checked, key=lambda p: p["gap"])
+    return "ok" if worst["status"] == "ok" else f"FAILED {worst['gap']:+.3f}"
+
+
 def summarize(results: Iterable[Result]) -> list[Row]:
     groups: dict[tuple, list[Result]] = defaultdict(list)
     for r in results:
         batch = "-" if r.batch_size is None else str(r.batch_size)
-        groups[(r.workload, r.method, r.device, r.workers, batch, r.profile)].append(r)
+        groups[(r.workload, r.method, r.device, r.workers, batch, r.profile, _options(r))
+               ].append(r)
 
     medians: dict[tuple, float] = {}
     for key, rs in groups.items():
@@ -62,13 +88,13 @@ def summarize(results: Iterable[Result]) -> list[Row]:
 
     rows = []
     for key, rs in groups.items():
-        workload, method, device, workers, batch, profile = key
+        workload, method, device, workers, batch, profile, options = key
         ok = [r for r in rs if r.status == "ok"]
         if not ok:
             worst = rs[0]
             rows.append(Row(workload=workload, method=method, device=device, workers=workers,
-                            batch_size=batch, repeats=len(rs), status=worst.status,
-                            note=worst.reason))
+                            batch_size=batch, options=options, repeats=len(rs),
+                            status=worst.status, note=worst.reason))
             continue
         times = [t for r in ok if (t := r.median_epoch_s) is not None]
         rates = [r.samples_per_s for r in ok if r.samples_per_s]
@@ -81,7 +107,7 @@ def summarize(results: Iterable[Result]) -> list[Row]:
         failed = len(rs) - len(ok)
         rows.append(Row(
             workload=workload, method=method, device=device, workers=workers, batch_size=batch,
-            repeats=len(ok), status="ok",
+            options=options, repeats=len(ok), status="ok", parity=_parity(ok),
             epoch_s=statistics.median(times) if times else None,
             epoch_iqr_s=_iqr(times),
             samples_per_s=statistics.median(rates) if rates else None,
@@ -91,19 +117,18 @@ def summarize(results: Iterable[Result]) -> list[Row]:
             note=f"{failed} repeat(s) not ok" if failed else "",
         ))
     return sorted(rows, key=lambda r: (r.workload, r.device, r.method != BASELINE_METHOD,
-                                       r.method, r.workers, r.batch_size))
+                                       r.method, r.workers, str(r.batch_size), r.options))
 
 
 def _baseline_key(key: tuple, medians: dict[tuple, float]) -> tuple | None:
-    workload, _method, device, _workers, batch, profile = key
-    exact = (workload, BASELINE_METHOD, device, 1, batch, profile)
-    if exact in medians:
-        return exact
-    for cand in sorted(medians):  # same workload/device/profile, any batch size
-        if cand[0] == workload and cand[1] == BASELINE_METHOD and cand[2] == device \
-                and cand[5] == profile:
-            return cand
-    return None
+    """Serial at the same batch and data options; else the same data options, any batch."""
+    workload, _method, device, _workers, batch, profile, options = key
+    data = _data_options(options)
+    serial = [c for c in sorted(medians)
+              if c[:3] == (workload, BASELINE_METHOD, device) and c[5] == profile
+              and _data_options(c[6]) == data]
+    exact = [c for c in serial if c[4] == batch]
+    return (exact or serial or [None])[0]
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -111,8 +136,8 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def format_table(rows: list[Row]) -> str:
-    header = ("workload", "method", "device", "workers", "batch", "n", "epoch s (IQR)",
-              "samples/s", "speedup", "quality / status")
+    header = ("workload", "method", "device", "workers", "batch", "options", "n",
+              "epoch s (IQR)", "samples/s", "speedup", "parity", "quality / status")
     lines = [header]
     for r in rows:
         epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
@@ -120,8 +145,8 @@ def format_table(rows: list[Row]) -> str:
         if r.status == "ok" and r.note:
             tail += f" [{r.note}]"
         lines.append((r.workload, r.method, r.device, str(r.workers), str(r.batch_size),
-                      str(r.repeats), epoch, _fmt(r.samples_per_s, ",.0f"),
-                      "-" if r.speedup is None else f"{r.speedup:.2f}x", tail))
+                      r.options, str(r.repeats), epoch, _fmt(r.samples_per_s, ",.0f"),
+                      "-" if r.speedup is None else f"{r.speedup:.2f}x", r.parity, tail))
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
     out = []
     for row in lines:

@@ -13,18 +13,20 @@ in ``out`` and returns those recorded results in their place.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
 from parabench.execute import skipped
 from parabench.isolate import run_isolated
+from parabench.parity import assess
 from parabench.registry import methods, workloads
 from parabench.result import Result, append_result, read_results
 
@@ -45,6 +47,8 @@ class Grid:
     timeout_s: float = 600.0
     threads_per_worker: int | None = None
     oversubscribe: bool = False
+    #: option name -> values to sweep (each a grid axis); see config.OPTIONS
+    options: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,14 +67,20 @@ def plan(grid: Grid) -> list[Case]:
     """Every case of the grid, in a stable order; names are checked before anything runs."""
     wl_names = list(grid.workloads or workloads.names())
     m_names = list(grid.methods or methods.names())
+    # the baseline runs first, so every later case of the sweep can be checked against it
+    m_names.sort(key=lambda name: methods.get(name).parity != "baseline")
     for name in wl_names:
         workloads.get(name)  # UnknownNameError lists the valid ones
     for name in m_names:
         methods.get(name)
     cores = available_cores()
     cases: list[Case] = []
-    axes = itertools.product(wl_names, m_names, grid.devices or default_devices(), grid.batch_sizes)
-    for wl_name, m_name, device, batch in axes:
+    names = sorted(grid.options)
+    option_sets = [dict(zip(names, values, strict=True))
+                   for values in itertools.product(*(grid.options[n] for n in names))]
+    axes = itertools.product(wl_names, m_names, grid.devices or default_devices(),
+                             grid.batch_sizes, option_sets)
+    for wl_name, m_name, device, batch, options in axes:
         method = methods.get(m_name)
         for workers in grid.workers or method.default_workers(cores):
             for repeat in range(grid.repeats):
@@ -78,7 +88,7 @@ def plan(grid: Grid) -> list[Case]:
                     workload=wl_name, method=m_name, device=device, workers=workers,
                     threads_per_worker=grid.threads_per_worker, batch_size=batch,
                     epochs=grid.epochs, profile=grid.profile, seed=grid.seed, repeat=repeat,
-                    timeout_s=grid.timeout_s,
+                    timeout_s=grid.timeout_s, options=options,
                 )
                 cases.append(Case(config=config, skip_reason=_skip_reason(config, grid, cores)))
     return cases
@@ -130,9 +140,9 @@ def run_grid(
     progress: Progress | None = None,
 ) -> list[Result]:
     cases = plan(grid)
-    recorded = {}
-    if resume:
-        recorded = {r.case_key(): r for r in read_results(out) if r.status == "ok"}
+    previous = list(read_results(out))
+    recorded = {r.case_key(): r for r in previous if r.status == "ok"} if resume else {}
+    baselines = [r for r in previous if _is_baseline(r)]
     progress = progress or Progress(total=len(cases))
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="parabench-") as tmp:
@@ -148,9 +158,16 @@ def run_grid(
                 result = run_isolated(
                     case.config, workdir=Path(tmp), on_tick=lambda d, lb=label: progress.show(lb, d)
                 )
+                result = dataclasses.replace(result, parity=assess(result, baselines))
                 append_result(out, result)
+                if _is_baseline(result):
+                    baselines.insert(0, result)  # the newest baseline wins
             results.append(result)
             progress.done += 1
             progress.show(label, result.status)
     progress.finish()
     return results
+
+
+def _is_baseline(result: Result) -> bool:
+    return result.method in methods and methods.get(result.method).parity == "baseline"

@@ -71,6 +71,10 @@ class Workload(ABC):
     family: ClassVar[str]
     quality: ClassVar[Quality]
     requires: ClassVar[frozenset[str]] = frozenset()
+    #: profile -> standard deviation of the serial baseline's held-out quality across seeds
+    #: (measured and stated in the workload's module); sets the margin that methods with
+    #: statistical parity must stay within (see :mod:`parabench.parity`)
+    seed_spread: ClassVar[dict[str, float]] = {}
 
     @abstractmethod
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:

@@ -82,3 +82,4 @@ class WideSerial(Serial):
 
     name = "wide_serial"
     max_workers = None
+    parity = "exact"  # the same math as serial, checked against it
