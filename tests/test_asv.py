@@ -71,7 +71,9 @@ def asv_site(tmp_path_factory: pytest.TempPathFactory) -> AsvSite:
     home = tmp / "home"  # `asv machine` writes ~/.asv-machine.json
     home.mkdir()
     env = {**os.environ, "HOME": str(home), "PYTHONUSERBASE": site.getuserbase(),
-           "PARABENCH_ASV_PROFILE": "tiny", "PYTHONDONTWRITEBYTECODE": "1"}
+           "PARABENCH_ASV_PROFILE": "tiny", "PYTHONDONTWRITEBYTECODE": "1",
+           # the suite's machinery on one workload: every case would take far too long here
+           "PARABENCH_WORKLOADS": "mlp", "PARABENCH_METHODS": "serial"}
     machine = _asv(conf_path, env, "machine", "--yes")
     assert machine.returncode == 0, machine.stdout + machine.stderr
     run = _asv(conf_path, env, "run", "-E", f"existing:{sys.executable}",

@@ -16,6 +16,7 @@ the session synchronises before it returns (see :mod:`parabench.torch_loop`).
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,11 +66,38 @@ class BenchCase:
         return reason
 
 
+#: comma-separated names restricting :func:`bench_cases` (pytest-benchmark and asv alike)
+SELECT_ENV = {"workloads": "PARABENCH_WORKLOADS", "methods": "PARABENCH_METHODS"}
+#: smoke mode's preference: the cheapest workload a method supports stands for the method
+SMOKE_ORDER = ("mlp", "random_forest", "cnn", "nbow", "conv_autoencoder", "seq2seq", "vgg11",
+               "densenet121")
+
+
+def _selected(kind: str) -> list[str] | None:
+    """Names from ``$PARABENCH_WORKLOADS`` / ``$PARABENCH_METHODS`` (checked), or None."""
+    text = os.environ.get(SELECT_ENV[kind], "").strip()
+    if not text:
+        return None
+    registry = workloads if kind == "workloads" else methods
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        registry.get(name)  # UnknownNameError lists the valid names
+    return names
+
+
 def bench_cases(cores: int | None = None) -> list[BenchCase]:
-    """Every supported (workload, method, device, workers) combination, baseline first."""
+    """Every supported (workload, method, device, workers) combination, baseline first.
+
+    ``$PARABENCH_WORKLOADS`` / ``$PARABENCH_METHODS`` (comma-separated) restrict the set.
+    """
     cases = []
+    only_w, only_m = _selected("workloads"), _selected("methods")
     for method in methods:
+        if only_m is not None and method.name not in only_m:
+            continue
         for workload in workloads:
+            if only_w is not None and workload.name not in only_w:
+                continue
             if not method.supports(workload):
                 continue
             for device in method.devices_for(workload):
@@ -78,6 +106,23 @@ def bench_cases(cores: int | None = None) -> list[BenchCase]:
                                            device=device, workers=workers))
     return sorted(cases, key=lambda c: (c.method != BASELINE, c.method, c.workload, c.device,
                                         c.workers))
+
+
+def smoke_cases(cases: list[BenchCase]) -> list[BenchCase]:
+    """One case per (method, device): its cheapest workload at its largest worker count.
+
+    Plain ``pytest`` runs benchmarks once, untimed, to prove they work; running every
+    workload under every method there would take longer than the rest of the suite. Serial
+    trains every workload in the workload tests; measuring runs keep every case.
+    """
+    def rank(c: BenchCase) -> tuple:
+        order = SMOKE_ORDER.index(c.workload) if c.workload in SMOKE_ORDER else len(SMOKE_ORDER)
+        return (order, c.workload, -c.workers)
+
+    chosen: dict[tuple[str, str], BenchCase] = {}
+    for case in sorted(cases, key=rank):
+        chosen.setdefault((case.method, case.device), case)
+    return [c for c in cases if chosen.get((c.method, c.device)) is c]
 
 
 @dataclass

@@ -1,0 +1,19 @@
+"""Smoke mode (plain ``pytest``) runs one registry case per method; measuring runs them all."""
+
+from __future__ import annotations
+
+import pytest
+
+from parabench.bench import smoke_cases
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not getattr(config.option, "benchmark_disable", False):
+        return
+    parametrized = [item for item in items
+                    if hasattr(item, "callspec") and "case" in item.callspec.params]
+    keep = {c.id for c in smoke_cases([item.callspec.params["case"] for item in parametrized])}
+    deselected = [item for item in parametrized if item.callspec.params["case"].id not in keep]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item not in deselected]
