@@ -89,3 +89,14 @@ def test_flop_counting_leaves_training_unchanged() -> None:
     assert flops_per_sample(model, wl.loss_fn(), x, y) > 0
     assert all(p.grad is None for p in model.parameters())
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_cpu_allocator_failure_is_recorded_as_oom_with_advice() -> None:
+    import torch
+
+    from parabench.execute import is_oom
+
+    with pytest.raises(RuntimeError) as info:
+        torch.empty(2**50)  # 4 PiB: malloc fails, torch raises a plain RuntimeError
+    assert is_oom(info.value)
+    assert not is_oom(RuntimeError("shape mismatch"))

@@ -32,7 +32,10 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
     # torch.OutOfMemoryError (CUDA) without importing torch here
-    return type(exc).__name__ in {"OutOfMemoryError", "OutOfMemoryException"}
+    if type(exc).__name__ in {"OutOfMemoryError", "OutOfMemoryException"}:
+        return True
+    # torch's CPU allocator raises a RuntimeError when malloc fails
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
 
 
 def skipped(config: RunConfig, reason: str) -> Result:
