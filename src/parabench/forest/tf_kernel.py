@@ -1,0 +1,124 @@
+"""The histogram-forest kernel as raw TensorFlow ops (CPU, or the GPU when TF sees one).
+
+Usage::
+
+    kernel = TfKernel("cpu")              # "cuda": /GPU:0, an error if TF sees no GPU
+    model = HistForestClassifier(params, kernel).fit(x, y)
+
+Eager ops only (``tf.math.bincount`` over flat (node, slot, class, bin) indices, cumulative
+sums, float64 Gini scores, an explicit first-maximum): the shapes change every level, so a
+``tf.function`` would retrace each time. No Keras is involved.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+import numpy as np
+
+from parabench.forest.kernel import Kernel
+
+
+def import_tf() -> Any:
+    """TensorFlow with its C++ start-up chatter silenced (unless the user asked for it)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return tf
+
+
+def tf_gpu_reason() -> str | None:
+    """None when TensorFlow sees a GPU, else why not."""
+    tf = import_tf()
+    if not tf.config.list_physical_devices("GPU"):
+        return (f"TensorFlow {tf.__version__} sees no GPU (a CPU-only build, or no CUDA "
+                "libraries for it); pip install 'tensorflow[and-cuda]'")
+    return None
+
+
+class TfKernel(Kernel):
+    name: ClassVar[str] = "tf"
+
+    def __init__(self, device: str = "cpu") -> None:
+        super().__init__(device)
+        self.tf = import_tf()
+        if device == "cuda" and (reason := tf_gpu_reason()) is not None:
+            raise RuntimeError(reason)
+        self.tf_device = "/GPU:0" if device == "cuda" else "/CPU:0"
+
+    def put(self, a: np.ndarray) -> Any:
+        with self.tf.device(self.tf_device):
+            return self.tf.identity(self.tf.constant(np.ascontiguousarray(a)))
+
+    def get(self, a: Any) -> np.ndarray:
+        return a.numpy()
+
+    def synchronize(self) -> None:
+        # .numpy() on a small result waits for every op queued before it on the device
+        if self.device == "cuda":
+            with self.tf.device(self.tf_device):
+                self.tf.constant(0).numpy()
+
+    def histograms(
+        self, xbin: Any, y: Any, rows: Any, node: Any, feats: Any,
+        lo: int, hi: int, n_bins: int, n_classes: int, n_nodes: int | None = None,
+    ) -> Any:
+        tf = self.tf
+        with tf.device(self.tf_device):
+            k_nodes, slots = hi - lo, int(feats.shape[1])
+            if lo != 0 or hi != n_nodes:
+                keep = (node >= lo) & (node < hi)
+                rows, node = tf.boolean_mask(rows, keep), tf.boolean_mask(node, keep)
+            k = node - lo
+            n_features = tf.cast(tf.shape(xbin)[1], tf.int64)
+            cols = tf.gather(feats, k)  # (m, slots)
+            flat = tf.reshape(xbin, [-1])
+            b = tf.cast(tf.gather(flat, rows[:, None] * n_features + cols), tf.int64)
+            arange = tf.range(slots, dtype=tf.int64)
+            idx = ((k[:, None] * slots + arange) * n_classes + tf.gather(y, rows)[:, None])
+            idx = idx * n_bins + b
+            size = k_nodes * slots * n_classes * n_bins
+            hist = tf.math.bincount(tf.reshape(idx, [-1]), minlength=size, maxlength=size,
+                                    dtype=tf.int64)
+            return tf.reshape(hist, [k_nodes, slots, n_classes, n_bins])
+
+    def best_splits(self, hist: Any, min_leaf: int) -> tuple[Any, Any, Any, Any]:
+        tf = self.tf
+        with tf.device(self.tf_device):
+            k, slots, _, n_bins = (int(d) for d in hist.shape)
+            left = tf.math.cumsum(hist, axis=3)
+            right = left[:, :, :, -1:] - left
+            n_left, n_right = tf.reduce_sum(left, axis=2), tf.reduce_sum(right, axis=2)
+            sq_left = tf.reduce_sum(left * left, axis=2)
+            sq_right = tf.reduce_sum(right * right, axis=2)
+            valid = (n_left >= min_leaf) & (n_right >= min_leaf)
+            f64 = tf.float64
+            score = (tf.cast(sq_left, f64) / tf.cast(tf.maximum(n_left, 1), f64)
+                     + tf.cast(sq_right, f64) / tf.cast(tf.maximum(n_right, 1), f64))
+            score = tf.where(valid, score, tf.constant(-np.inf, f64))
+            flat = tf.reshape(score, [k, slots * n_bins])
+            top = tf.reduce_max(flat, axis=1, keepdims=True)
+            index = tf.broadcast_to(tf.range(slots * n_bins, dtype=tf.int64), tf.shape(flat))
+            past_end = tf.constant(slots * n_bins, tf.int64)
+            best = tf.reduce_min(tf.where(flat == top, index, past_end), axis=1)
+            found = tf.reduce_any(tf.reshape(valid, [k, -1]), axis=1)
+            slot, b = best // n_bins, best % n_bins
+            picked = tf.stack([tf.range(k, dtype=tf.int64), slot], axis=1)
+            per_class = tf.gather_nd(left, picked)  # (k, classes, bins)
+            left_counts = tf.gather(per_class, b, axis=2, batch_dims=1)
+            return slot, b, left_counts, found
+
+    def route(
+        self, xbin: Any, rows: Any, node: Any, feature: Any, threshold: Any,
+        left_next: Any, right_next: Any,
+    ) -> tuple[Any, Any]:
+        tf = self.tf
+        with tf.device(self.tf_device):
+            n_features = tf.cast(tf.shape(xbin)[1], tf.int64)
+            flat = tf.reshape(xbin, [-1])
+            b = tf.cast(tf.gather(flat, rows * n_features + tf.gather(feature, node)), tf.int64)
+            go_left = b <= tf.gather(threshold, node)
+            nxt = tf.where(go_left, tf.gather(left_next, node), tf.gather(right_next, node))
+            keep = nxt >= 0
+            return tf.boolean_mask(rows, keep), tf.boolean_mask(nxt, keep)
