@@ -1,0 +1,72 @@
+"""``cnn``: the small ConvNet of the MNIST examples (2 conv + 2 fc) on 1x28x28 digits.
+
+Usage::
+
+    parabench run --method serial --workload cnn --profile quick
+    parabench run --method serial --workload cnn --data-dir ~/data     # real MNIST idx files
+
+Conv(32, 3x3) - ReLU - Conv(64, 3x3) - ReLU - MaxPool(2) - Linear(128) - ReLU - Linear(10),
+built as one ``nn.Sequential`` so pipeline and model-parallel methods can cut it anywhere.
+The examples' two dropout layers are left out: with them no two methods would draw the same
+masks, and parity with the serial baseline could not be exact. Synthetic data is 10 classes
+of shifted, noisy templates (:func:`~parabench.workloads.synthetic.class_images`); chance is
+10 %.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from parabench.registry import workloads
+from parabench.workload import Dataset, TorchWorkload
+from parabench.workloads.synthetic import check_images, class_images, image_tensors
+
+if TYPE_CHECKING:
+    import torch
+
+#: profile -> synthetic samples (train + held-out); images are always 1x28x28, 10 classes
+SIZES: dict[str, int] = {"tiny": 1_200, "quick": 12_000, "full": 70_000}
+
+
+def load_digits(profile: str, seed: int, data_dir: str | None, noise: float = 0.45) -> Dataset:
+    """MNIST from ``data_dir``, else seeded synthetic 1x28x28 digit-like images."""
+    if data_dir is not None:
+        from parabench.datasets import load_mnist
+
+        return load_mnist(data_dir)
+    return class_images(
+        n=SIZES[profile], classes=10, channels=1, size=28, seed=seed, noise=noise
+    )
+
+
+@workloads.register
+class CNN(TorchWorkload):
+    name: ClassVar[str] = "cnn"
+    description: ClassVar[str] = "2-conv + 2-fc ConvNet on 1x28x28 digits (MNIST or synthetic)"
+    lr: ClassVar[float] = 0.02
+
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
+        return load_digits(profile, seed, data_dir)
+
+    def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
+        return image_tensors(data)
+
+    def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
+        import torch
+        from torch import nn
+
+        check_images(self.name, data, channels=1, min_size=6)
+        _, _, h, w = data.x_train.shape
+        classes = data.n_classes or int(data.y_train.max()) + 1
+        torch.manual_seed(seed)
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(64 * ((h - 4) // 2) * ((w - 4) // 2), 128),
+            nn.ReLU(),
+            nn.Linear(128, classes),
+        )

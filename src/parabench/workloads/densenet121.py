@@ -1,0 +1,77 @@
+"""``densenet121``: torchvision's DenseNet-121 on Imagenette-like 10-class images.
+
+Usage::
+
+    parabench run --method serial --workload densenet121 --profile quick
+    parabench run --method serial --workload densenet121 --data-dir ~/imagenette2-160
+
+``torchvision.models.densenet121(weights=None, num_classes=10)``: randomly initialised,
+nothing downloaded. Its stem (stride-2 conv, max-pool) and three transitions divide the side
+by 32, so images must be at least 32x32. Image side by profile: 32 (tiny), 64 (quick), 224
+(full). With ``--data-dir``: an Imagenette tree (``train/`` + ``val/`` class folders) or any
+class-per-folder tree, resized and centre-cropped to that side. Chance is 1 / classes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from parabench.registry import workloads
+from parabench.workload import Dataset, TorchWorkload
+from parabench.workloads.synthetic import check_images, class_images, image_tensors
+
+if TYPE_CHECKING:
+    import torch
+
+#: profile -> (synthetic samples, image side)
+SIZES: dict[str, tuple[int, int]] = {
+    "tiny": (640, 32),
+    "quick": (2_500, 64),
+    "full": (12_000, 224),
+}
+
+
+@workloads.register
+class DenseNet121(TorchWorkload):
+    name: ClassVar[str] = "densenet121"
+    description: ClassVar[str] = "torchvision densenet121, 3xHxW (H 32/64/224), 10 classes"
+    requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
+    lr: ClassVar[float] = 0.02
+
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
+        n, side = SIZES[profile]
+        if data_dir is None:
+            return class_images(n=n, classes=10, channels=3, size=side, seed=seed)
+        from parabench.datasets import load_image_folder
+
+        return load_image_folder(data_dir, size=side, seed=seed)
+
+    def default_batch_size(self, profile: str) -> int | None:
+        return 16 if profile == "tiny" else 32  # tiny: enough steps to learn in one epoch
+
+    def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
+        return image_tensors(data)
+
+    def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
+        import torch
+        from torchvision.models import densenet121
+
+        check_images(self.name, data, channels=3, min_size=32)
+        torch.manual_seed(seed)
+        return densenet121(weights=None, num_classes=data.n_classes or int(data.y_train.max()) + 1)
+
+    def sequential(self, model: torch.nn.Module) -> torch.nn.Sequential:
+        """stem, dense blocks, transitions, norm5, ReLU, pool, flatten, classifier.
+
+        The same computation as ``DenseNet.forward`` (features, relu, global average pool,
+        flatten, classifier), one stage boundary per block.
+        """
+        from torch import nn
+
+        return nn.Sequential(
+            *model.features,
+            nn.ReLU(inplace=True),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(1),
+            model.classifier,
+        )

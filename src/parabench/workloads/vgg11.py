@@ -1,0 +1,97 @@
+"""``vgg11``: torchvision's VGG-11 with batch norm, its classifier sized for the input.
+
+Usage::
+
+    parabench run --method serial --workload vgg11 --profile quick
+    parabench run --method serial --workload vgg11 --data-dir ~/data   # CIFAR-10 or folders
+
+``torchvision.models.vgg11_bn(weights=None)`` (nothing is downloaded). Its five max-pools
+divide the side by 32, so images must be at least 32x32. At 224x224 (full profile) the model
+is torchvision's as is: 7x7 average pool and the 4096-wide classifier. Below that the
+feature map is only (side / 32)^2 cells, so the 7x7 pool would just repeat them: it is
+dropped and the classifier is 512-wide (as in the CIFAR versions of VGG). Dropout is set to
+0 so every method draws the same computation (exact parity with serial stays possible).
+
+Data: 3x32x32 synthetic class templates at tiny/quick, 3x224x224 at full; with
+``--data-dir``, CIFAR-10 python batches (``DIR/cifar-10-batches-py``) or any class-per-folder
+image tree, resized to the profile's side. Chance is 1 / classes (10 %).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, ClassVar
+
+from parabench.registry import workloads
+from parabench.workload import Dataset, TorchWorkload
+from parabench.workloads.synthetic import check_images, class_images, image_tensors
+
+if TYPE_CHECKING:
+    import torch
+
+#: profile -> (synthetic samples, image side)
+SIZES: dict[str, tuple[int, int]] = {
+    "tiny": (640, 32),
+    "quick": (5_000, 32),
+    "full": (12_000, 224),
+}
+
+
+@workloads.register
+class VGG11(TorchWorkload):
+    name: ClassVar[str] = "vgg11"
+    description: ClassVar[str] = "torchvision vgg11_bn, 3x32x32 (224 at full), 10 classes"
+    requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
+    lr: ClassVar[float] = 0.02
+
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
+        n, side = SIZES[profile]
+        if data_dir is None:
+            return class_images(n=n, classes=10, channels=3, size=side, seed=seed)
+        from parabench.datasets import DatasetError, load_cifar10, load_image_folder
+
+        root = os.path.expanduser(data_dir)
+        cifar = ("cifar-10-batches-py", "data_batch_1")
+        if any(os.path.exists(os.path.join(root, name)) for name in cifar):
+            return load_cifar10(root)
+        try:
+            return load_image_folder(root, size=side, seed=seed)
+        except DatasetError as e:  # say that CIFAR-10 would have done as well
+            raise DatasetError(
+                f"{e}; or CIFAR-10 python batches in {os.path.join(root, cifar[0])}"
+            ) from e
+
+    def default_batch_size(self, profile: str) -> int | None:
+        return 16 if profile == "tiny" else 64  # tiny: enough steps to learn in one epoch
+
+    def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
+        return image_tensors(data)
+
+    def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
+        import torch
+        from torch import nn
+        from torchvision.models import vgg11_bn
+
+        check_images(self.name, data, channels=3, min_size=32)
+        classes = data.n_classes or int(data.y_train.max()) + 1
+        torch.manual_seed(seed)
+        model = vgg11_bn(weights=None, num_classes=classes, dropout=0.0)
+        cells = (data.x_train.shape[2] // 32) * (data.x_train.shape[3] // 32)
+        if min(data.x_train.shape[2:]) < 7 * 32:
+            model.avgpool = nn.Identity()
+            model.classifier = nn.Sequential(
+                nn.Linear(512 * cells, 512),
+                nn.ReLU(inplace=True),
+                nn.Linear(512, 512),
+                nn.ReLU(inplace=True),
+                nn.Linear(512, classes),
+            )
+        return model
+
+    def sequential(self, model: torch.nn.Module) -> torch.nn.Sequential:
+        """features..., avgpool, flatten, classifier...: what ``VGG.forward`` does, in order."""
+        from torch import nn
+
+        return nn.Sequential(
+            *model.features, model.avgpool, nn.Flatten(1), *model.classifier
+        )
