@@ -87,6 +87,10 @@ class _ShareWeightedLoss:
 class DataParallelProgram:
     """Rank program: this rank's shard of every epoch, through TorchLoop on a wrapped model."""
 
+    #: True when a forward pass of the wrapped model is a collective (FSDP gathers shards):
+    #: then every rank runs the held-out forward, otherwise rank 0 alone does
+    collective_forward: ClassVar[bool] = False
+
     def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any]) -> None:
         import torch
 
@@ -133,7 +137,8 @@ class DataParallelProgram:
         mine = resolve_batch_size(self.workload, self.config, model, t, self.device, self.notes)
         smallest = torch.tensor([mine], device=self.device)
         dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
-        local = int(smallest.item())
+        # a per-rank batch beyond the rank's shard would only be a smaller last step
+        local = min(int(smallest.item()), max(1, self.n // world))
         return local * world, local
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -179,6 +184,8 @@ class DataParallelProgram:
     def evaluate(self) -> float | None:
         from parabench.torch_loop import predict
 
+        if self.ctx.rank != 0 and not self.collective_forward:
+            return None
         outputs = predict(self.eval_model(), self.x_test)
         return self.workload.score(outputs, self.y_test) if self.ctx.rank == 0 else None
 

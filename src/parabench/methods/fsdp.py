@@ -36,6 +36,8 @@ def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 class FSDPProgram(DataParallelProgram):
+    collective_forward: ClassVar[bool] = True  # every forward all-gathers the shards
+
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.fsdp import fully_shard
 
