@@ -48,7 +48,6 @@ import importlib
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from typing import Any
 from parabench.distributed.rank import (
     RankContext,
     default_backend,
+    die_with_parent,
     init_group,
     set_threads,
     thread_env,
@@ -335,25 +335,8 @@ def _loopback_gloo() -> Any:
 # -- the rank process ------------------------------------------------------------------------
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Kill this rank when the pool's process dies, even mid-collective."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
-
-    def watch() -> None:  # also covers non-Linux, and a parent gone before prctl took effect
-        while True:
-            if os.getppid() != parent_pid:
-                os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
-
-
 def _rank_main(rank: int, spec: _Spec, conn: Connection) -> None:
-    _die_with_parent(spec.parent_pid)
+    die_with_parent(spec.parent_pid)
     try:
         threads = set_threads(spec.threads)
         import torch.distributed as dist

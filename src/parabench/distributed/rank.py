@@ -19,6 +19,9 @@ together, the device is synchronised before the second clock read, and the calle
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -154,3 +157,20 @@ def init_group(
     else:
         kwargs.update(init_method="env://", rank=rank, world_size=world_size)
     dist.init_process_group(backend, **kwargs)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Kill this rank when the pool's process dies, even mid-collective."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+
+    def watch() -> None:  # also covers non-Linux, and a parent gone before prctl took effect
+        while True:
+            if os.getppid() != parent_pid:
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
