@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from parabench.config import RunConfig
-from parabench.distributed.pipeline_rank import Layout, micro_split
+from parabench.distributed.pipeline_rank import Layout, bubble_for_shares, micro_split
 from parabench.distributed.pool import WorkerPool
 from parabench.distributed.session import fold_epochs
 from parabench.distributed.stages import balanced_bounds, cut_points, sequential_reason
@@ -226,6 +226,13 @@ def test_micro_split_keeps_micro_batches_equal() -> None:
     assert micro_split(32, 3) == (2, 16)  # the tail: the largest count <= 3 dividing 32
     assert micro_split(7, 4) == (1, 7)
     assert Layout(stages=2, replicas=1, microbatches=4, schedule="gpipe").bubble_theory() == 0.2
+
+
+def test_bubble_for_shares_is_the_theory_when_stages_are_equal() -> None:
+    assert bubble_for_shares([0.5, 0.5], 4) == pytest.approx(0.2)
+    assert bubble_for_shares([0.25] * 4, 8) == pytest.approx(3 / 11)
+    # 90 / 10: the slow stage paces 3 micro-batches after the first crossed both stages
+    assert bubble_for_shares([0.9, 0.1], 4) == pytest.approx(1 - 4 / (2 * 3.7))
 
 
 def test_sequential_reason_counts_usable_cut_points() -> None:

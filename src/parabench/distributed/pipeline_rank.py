@@ -82,6 +82,18 @@ class Layout:
         return (self.stages - 1) / (self.microbatches + self.stages - 1)
 
 
+def bubble_for_shares(shares: list[float], microbatches: int) -> float:
+    """Idle share of a pipeline whose stages take ``shares`` of each micro-batch's time.
+
+    Fill-drain makespan: the slowest stage paces ``m - 1`` micro-batches after one has
+    crossed every stage, ``(m - 1) max(t) + sum(t)``; busy is ``m sum(t)`` over ``p`` stages.
+    Equal shares give (p - 1) / (m + p - 1). Assumes time proportional to FLOPs and free P2P.
+    """
+    total, slowest = sum(shares), max(shares)
+    makespan = (microbatches - 1) * slowest + total
+    return 1.0 - microbatches * total / (len(shares) * makespan)
+
+
 def micro_split(size: int, microbatches: int) -> tuple[int, int]:
     """(count, size) of equal micro-batches: the largest count <= ``microbatches`` dividing."""
     count = max(c for c in range(1, min(microbatches, size) + 1) if size % c == 0)
@@ -279,7 +291,9 @@ class PipelineProgram:
                  "microbatches": lay.microbatches, "schedule": lay.schedule,
                  "batch_per_replica": self.local_batch,
                  "microbatch_size": micro_split(self.local_batch, lay.microbatches)[1],
-                 "bubble_theory": round(lay.bubble_theory(), 4)}
+                 "bubble_theory": round(lay.bubble_theory(), 4),
+                 "bubble_theory_flops": round(
+                     bubble_for_shares(self.plan.stage_shares(), lay.microbatches), 4)}
         return {"batch_size": self.batch_size, "samples_per_epoch": self.samples_per_epoch,
                 "flops_per_sample": self.flops, "notes": notes}
 
@@ -364,16 +378,30 @@ def _owned_names(model: torch.nn.Module, submod: torch.nn.Module) -> list[str]:
 
 def _timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,
                  spans: Spans, autocast: Any) -> Any:
-    """A manual ``PipelineStage`` whose forward and backward chunks are timed."""
+    """A manual ``PipelineStage`` whose forward and backward chunks are timed.
+
+    Autocast wraps the module itself, not the chunk calls: the stage's metadata inference
+    runs the module too, and must see the dtypes the real chunks send.
+    """
+    from torch import nn
     from torch.distributed.pipelining import PipelineStage
+
+    class Autocast(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = submod
+
+        def forward(self, *args: Any) -> Any:
+            with autocast():
+                return self.inner(*args)
 
     class TimedStage(PipelineStage):
         def forward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
-            with spans("forward"), autocast():
+            with spans("forward"):
                 return super().forward_one_chunk(*args, **kwargs)
 
         def backward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
             with spans("backward"):
                 return super().backward_one_chunk(*args, **kwargs)
 
-    return TimedStage(submod, index, stages, device, group=group)
+    return TimedStage(Autocast(), index, stages, device, group=group)

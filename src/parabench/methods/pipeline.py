@@ -21,8 +21,9 @@ Bubble: per epoch, ``components["idle"]`` is the **mean over stages** of the tim
 computed nothing (epoch - data - forward - backward - optimizer on that rank), so
 ``idle / epoch`` = sum of idle / (stages x epoch) is the measured bubble fraction, recorded
 per epoch in ``bubble_fraction`` (and per rank in ``idle_fraction_per_rank``) next to the
-ideal pipeline's ``bubble_theory`` = (p - 1) / (m + p - 1). The measured figure also holds the
-stages' imbalance and P2P waits, so it is at least the theory on real hardware.
+ideal pipeline's ``bubble_theory`` = (p - 1) / (m + p - 1), and ``bubble_theory_flops``, the
+same fill-drain model with the stages' FLOP shares instead of equal stages (imbalance
+included). The measured figure also holds P2P waits and the schedule's own overhead.
 Other components fold as in every distributed method: the slowest rank's value.
 
 Workloads without a sequential view, or with fewer cut points than stages, are skipped with
