@@ -66,7 +66,9 @@ class TorchrunGroup:
         self.ctx = RankContext(rank=self.rank, world_size=self.world_size,
                                local_rank=self.local_rank, device=self.device, backend=backend,
                                threads=torch.get_num_threads(), launcher="torchrun")
-        self.program = resolve_program(self.program_path)(self.ctx, **self.args)
+        self.program = _Builder(resolve_program(self.program_path), self.ctx, self.args)
+        self.call("build")  # every rank learns if one failed, so rank 0 can record it
+        self.program = self.program.built
         self.rank_info = self.ctx.all_gather({
             "pid": os.getpid(), "threads": self.ctx.threads, "host": socket.gethostname(),
             "device": str(self.ctx.torch_device()),
@@ -109,6 +111,16 @@ class TorchrunGroup:
             self.program.close()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class _Builder:
+    """Constructs the program through ``call``, so a failing constructor is gathered too."""
+
+    def __init__(self, cls: type, ctx: RankContext, args: dict[str, Any]) -> None:
+        self.cls, self.ctx, self.args, self.built = cls, ctx, args, None
+
+    def build(self) -> None:
+        self.built = self.cls(self.ctx, **self.args)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
