@@ -17,10 +17,16 @@ from typing import Any
 import pytest
 
 from parabench.config import RunConfig
-from parabench.distributed.pipeline_rank import Layout, bubble_for_shares, micro_split
 from parabench.distributed.pool import WorkerPool
 from parabench.distributed.session import fold_epochs
-from parabench.distributed.stages import balanced_bounds, cut_points, sequential_reason
+from parabench.distributed.stages import (
+    Layout,
+    balanced_bounds,
+    bubble_for_shares,
+    cut_points,
+    micro_split,
+    sequential_reason,
+)
 from parabench.execute import execute
 from parabench.method import EpochStats
 from parabench.methods.pipeline import fold_stage_epochs
@@ -69,7 +75,7 @@ def assert_same_weights(weights: dict[str, Any], expected: dict[str, Any], who: 
 
 
 @pytest.fixture(scope="module", params=list(CASES))
-def case(request: pytest.FixtureRequest) -> str:
+def method_case(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
@@ -77,10 +83,10 @@ def case(request: pytest.FixtureRequest) -> str:
     pytest.param("mlp", id="mlp"),
     pytest.param("cnn", id="cnn", marks=pytest.mark.slow),  # a conv net: the same promise
 ])
-def trained(case: str, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+def trained(method_case: str, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """A pool of the case's ranks on the workload, trained, kept for the checks below."""
     workload = request.param
-    method, workers, stages, options = CASES[case]
+    method, workers, stages, options = CASES[method_case]
     config = _config(workload, method, workers, **options)
     assert methods.get(method).check(workloads.get(workload), config) is None
     args = {"workload": workload, "config": config.to_dict(), "stages": stages}

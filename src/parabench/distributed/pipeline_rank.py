@@ -43,62 +43,15 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from parabench.config import RunConfig
 from parabench.distributed.rank import RankContext
+from parabench.distributed.stages import Layout, bubble_for_shares, micro_split
 from parabench.method import EpochStats
 
 if TYPE_CHECKING:
     import torch
-
-SCHEDULES = ("gpipe", "1f1b")
-DEFAULT_MICROBATCHES = 4
-DEFAULT_SCHEDULE = "gpipe"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Layout:
-    """Stages x replicas, and the micro-batching every replica uses."""
-
-    stages: int
-    replicas: int
-    microbatches: int
-    schedule: str
-
-    @classmethod
-    def of(cls, config: RunConfig, stages: int) -> Layout:
-        return cls(stages=stages, replicas=max(1, config.workers // stages),
-                   microbatches=config.option("microbatches", DEFAULT_MICROBATCHES),
-                   schedule=config.option("schedule", DEFAULT_SCHEDULE))
-
-    def position(self, rank: int) -> tuple[int, int]:
-        """(stage, replica) of a global rank."""
-        return rank % self.stages, rank // self.stages
-
-    def bubble_theory(self) -> float:
-        """Idle share of an ideal pipeline (equal stages, free communication)."""
-        return (self.stages - 1) / (self.microbatches + self.stages - 1)
-
-
-def bubble_for_shares(shares: list[float], microbatches: int) -> float:
-    """Idle share of a pipeline whose stages take ``shares`` of each micro-batch's time.
-
-    Fill-drain makespan: the slowest stage paces ``m - 1`` micro-batches after one has
-    crossed every stage, ``(m - 1) max(t) + sum(t)``; busy is ``m sum(t)`` over ``p`` stages.
-    Equal shares give (p - 1) / (m + p - 1). Assumes time proportional to FLOPs and free P2P.
-    """
-    total, slowest = sum(shares), max(shares)
-    makespan = (microbatches - 1) * slowest + total
-    return 1.0 - microbatches * total / (len(shares) * makespan)
-
-
-def micro_split(size: int, microbatches: int) -> tuple[int, int]:
-    """(count, size) of equal micro-batches: the largest count <= ``microbatches`` dividing."""
-    count = max(c for c in range(1, min(microbatches, size) + 1) if size % c == 0)
-    return count, size // count
-
 
 class Spans:
     """Named time totals: host clock on CPU, CUDA event pairs (read after a sync) on GPU."""
@@ -169,7 +122,7 @@ class PipelineProgram:
                  stages: int) -> None:
         import torch
 
-        from parabench.distributed.data_parallel import global_batch
+        from parabench.distributed.data_parallel import global_batch, step_scales
         from parabench.distributed.stages import cut
         from parabench.registry import workloads
         from parabench.torch_setup import flops_per_sample, load_tensors
@@ -198,6 +151,8 @@ class PipelineProgram:
         self.owned = _owned_names(self.model, self.submod)
         self.batch_size = int(global_batch(self.workload, cfg))
         self.local_batch = self.batch_size // layout.replicas
+        # raises when a replica would get no sample in the last step (and skip an all-reduce)
+        step_scales(self.n, self.batch_size, 0, layout.replicas)
         self.spans = Spans(device.type == "cuda")
         _timed_wait(self.spans)
         self.loss = MicrobatchLoss(self.workload.loss_fn(), self.spans, self._autocast)

@@ -10,6 +10,7 @@ Usage (what ``model_parallel``, ``pipeline`` and ``hybrid`` share)::
     plan.modules                              # [nn.Sequential, ...]: slices sharing model's params
     plan.bounds                               # [(0, 3), (3, 9)]: layer ranges of the view
     plan.notes()                              # what the result records about the split
+    layout = Layout.of(config, stages=2)      # stages x replicas, micro-batches, schedule
 
 Balance: each layer of the view is costed by its forward + backward FLOPs, counted by
 ``torch.utils.flop_counter`` on a 2-sample probe batch (on a deep copy in eval mode, so the
@@ -18,6 +19,10 @@ model, its batch-norm statistics and the RNG are untouched). Layers without a FL
 count is the cost instead. The cut minimises the most expensive stage (exact dynamic
 programme over contiguous splits, every stage at least one layer). FLOPs, not parameters:
 in ``cnn`` the first fully connected layer holds 94 % of the parameters but 10 % of the work.
+
+:class:`Layout` is how ``pipeline`` / ``hybrid`` place those stages on ranks (rank ``r`` is stage
+``r % stages`` of replica ``r // stages``) and micro-batch each step (:func:`micro_split`);
+:func:`bubble_for_shares` is the fill-drain bubble a cut's FLOP shares predict.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from parabench.config import RunConfig
 from parabench.workload import TorchWorkload
 
 if TYPE_CHECKING:
@@ -158,3 +164,49 @@ def cut(workload: TorchWorkload, model: torch.nn.Module, x_probe: torch.Tensor,
     bounds = balanced_bounds(costs, stages, cut_points(view))
     return StagePlan(modules=[view[a:b] for a, b in bounds], bounds=bounds, costs=costs,
                      balance=balance)
+
+
+DEFAULT_MICROBATCHES = 4
+DEFAULT_SCHEDULE = "gpipe"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """Stages x replicas, and the micro-batching every replica uses."""
+
+    stages: int
+    replicas: int
+    microbatches: int
+    schedule: str
+
+    @classmethod
+    def of(cls, config: RunConfig, stages: int) -> Layout:
+        return cls(stages=stages, replicas=max(1, config.workers // stages),
+                   microbatches=config.option("microbatches", DEFAULT_MICROBATCHES),
+                   schedule=config.option("schedule", DEFAULT_SCHEDULE))
+
+    def position(self, rank: int) -> tuple[int, int]:
+        """(stage, replica) of a global rank."""
+        return rank % self.stages, rank // self.stages
+
+    def bubble_theory(self) -> float:
+        """Idle share of an ideal pipeline (equal stages, free communication)."""
+        return (self.stages - 1) / (self.microbatches + self.stages - 1)
+
+
+def bubble_for_shares(shares: list[float], microbatches: int) -> float:
+    """Idle share of a pipeline whose stages take ``shares`` of each micro-batch's time.
+
+    Fill-drain makespan: the slowest stage paces ``m - 1`` micro-batches after one has
+    crossed every stage, ``(m - 1) max(t) + sum(t)``; busy is ``m sum(t)`` over ``p`` stages.
+    Equal shares give (p - 1) / (m + p - 1). Assumes time proportional to FLOPs and free P2P.
+    """
+    total, slowest = sum(shares), max(shares)
+    makespan = (microbatches - 1) * slowest + total
+    return 1.0 - microbatches * total / (len(shares) * makespan)
+
+
+def micro_split(size: int, microbatches: int) -> tuple[int, int]:
+    """(count, size) of equal micro-batches: the largest count <= ``microbatches`` dividing."""
+    count = max(c for c in range(1, min(microbatches, size) + 1) if size % c == 0)
+    return count, size // count

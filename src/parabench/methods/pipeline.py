@@ -89,8 +89,7 @@ class StagedMethod(Method):
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         from parabench.distributed.data_parallel import global_batch
-        from parabench.distributed.pipeline_rank import DEFAULT_MICROBATCHES
-        from parabench.distributed.stages import sequential_reason
+        from parabench.distributed.stages import DEFAULT_MICROBATCHES, sequential_reason
 
         if (reason := super().check(workload, config)) is not None:
             return reason
