@@ -152,6 +152,7 @@ class ModelParallelSession(Session):
         from parabench.torch_loop import predict
 
         outputs = predict(self.loop.model, self.x_test).to(self.y_test.device)
+        self.peak_gpu_mb()  # the per-device peaks into notes while the result still reads them
         return self.workload.score(outputs, self.y_test)
 
     def state_dict(self) -> dict[str, Any]:
