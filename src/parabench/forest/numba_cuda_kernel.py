@@ -10,11 +10,12 @@ Tested without a GPU under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, set b
 is imported; slow, so on tiny inputs). On a real GPU numba needs its CUDA target (the
 ``numba-cuda`` package on numba >= 0.61).
 
-Five kernels: ``hist`` (one thread per row x slot, integer atomic adds: their order cannot
-change a count), ``cumulate`` (one thread per node x slot x class: running sums over bins, in
-place), ``slot_best`` (one thread per node x slot: the best bin of that slot), ``node_best``
-(one thread per node: the first best slot, its left class counts) and ``route`` (one thread
-per row). Rows of finished nodes stay, with node -1, and are skipped: no device compaction.
+Six kernels: ``zero`` (clears a histogram on the device), ``hist`` (one thread per row x
+slot, integer atomic adds: their order cannot change a count), ``cumulate`` (one thread per
+node x slot x class: running sums over bins, in place), ``slot_best`` (one thread per node x
+slot: the best bin of that slot), ``node_best`` (one thread per node: the first best slot,
+its left class counts) and ``route`` (one thread per row). Rows of finished nodes stay, with
+node -1, and are skipped: no device compaction.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def hist_kernel(xbin, y, rows, node, feats, lo, hi, out):
         if k >= lo and k < hi:
             r = rows[i]
             cuda.atomic.add(out, (k - lo, s, y[r], xbin[r, feats[k - lo, s]]), 1)
+
+
+@cuda.jit
+def zero_kernel(flat):
+    i = cuda.grid(1)
+    if i < flat.shape[0]:
+        flat[i] = 0
 
 
 @cuda.jit
@@ -171,7 +179,9 @@ class NumbaCudaKernel(Kernel):
         n_nodes: int | None = None,
     ) -> Any:
         slots = feats.shape[1]
-        out = self.cuda.to_device(np.zeros((hi - lo, slots, n_classes, n_bins), np.int64))
+        out = self.cuda.device_array((hi - lo, slots, n_classes, n_bins), np.int64)
+        flat = out.reshape(out.size)
+        zero_kernel[_blocks(out.size, THREADS_1D), THREADS_1D](flat)  # no host zeros to copy
         grid = (_blocks(rows.shape[0], THREADS_2D[0]), _blocks(slots, THREADS_2D[1]))
         hist_kernel[grid, THREADS_2D](xbin, y, rows, node, feats, lo, hi, out)
         return out

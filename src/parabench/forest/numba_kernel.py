@@ -6,11 +6,13 @@ Usage::
     kernel.warm_up()                       # JIT-compile every loop (start-up, not fit time)
     model = HistForestClassifier(params, kernel).fit(x, y)
 
-Histograms: one parallel task per sampled-feature slot, each scanning the rows and writing
-only its own slot's counts, so there are no races and no per-thread copies to merge. The split
+Histograms: ``route`` returns the rows grouped by node (a stable counting sort), so one
+parallel task per (node, sampled-feature slot) counts that node's contiguous rows into its
+own block: no races, no per-thread copies to merge, and cache-friendly writes. Rows in any
+other order fall back to one task per slot, each scanning every row. The split
 search runs one parallel task per node, a single pass over bins that keeps running per-class
 counts; it computes the same float64 score as the other kernels and keeps the first maximum.
-Routing is a parallel pass; dropping finished rows is a NumPy mask.
+Routing is a parallel pass, then the serial O(rows) grouping.
 
 The loops are compiled with ``cache=True``: the first process on a machine compiles them
 (seconds) and writes numba's cache beside this file; later processes load it in ``warm_up``.
@@ -29,6 +31,7 @@ from parabench.forest.kernel import Kernel
 
 @njit(parallel=True, cache=True)
 def hist_kernel(xbin, y, rows, node, feats, lo, hi, out):
+    """Any row order: one task per slot, each scanning every row."""
     slots = feats.shape[1]
     for s in prange(slots):
         for i in range(rows.shape[0]):
@@ -37,6 +40,45 @@ def hist_kernel(xbin, y, rows, node, feats, lo, hi, out):
                 continue
             r = rows[i]
             out[k - lo, s, y[r], xbin[r, feats[k - lo, s]]] += 1
+
+
+@njit(parallel=True, cache=True)
+def grouped_hist_kernel(xbin, y, rows, starts, feats, out):
+    """Rows grouped by node (``starts[k]:starts[k+1]``): one task per (node, slot)."""
+    slots = feats.shape[1]
+    for t in prange(out.shape[0] * slots):
+        k, s = t // slots, t % slots
+        f = feats[k, s]
+        for i in range(starts[k], starts[k + 1]):
+            r = rows[i]
+            out[k, s, y[r], xbin[r, f]] += 1
+
+
+@njit(cache=True)
+def is_grouped(node):
+    for i in range(1, node.shape[0]):
+        if node[i] < node[i - 1]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def group_rows(rows, nxt, n_nodes):
+    """Stable counting sort of the rows by destination node, dropping -1 (finished) rows."""
+    starts = np.zeros(n_nodes + 1, np.int64)
+    for i in range(nxt.shape[0]):
+        if nxt[i] >= 0:
+            starts[nxt[i] + 1] += 1
+    for k in range(n_nodes):
+        starts[k + 1] += starts[k]
+    out_rows = np.empty(starts[n_nodes], rows.dtype)
+    out_node = np.empty(starts[n_nodes], np.int64)
+    for i in range(nxt.shape[0]):
+        k = nxt[i]
+        if k >= 0:
+            out_rows[starts[k]], out_node[starts[k]] = rows[i], k
+            starts[k] += 1
+    return out_rows, out_node
 
 
 @njit(parallel=True, cache=True)
@@ -101,15 +143,13 @@ class NumbaKernel(Kernel):
 
     def warm_up(self) -> None:
         """Run each loop once on a tiny problem so JIT compilation happens now."""
-        xbin = np.zeros((4, 2), np.uint8)
-        rows = np.arange(4, dtype=np.int64)
-        node = np.zeros(4, np.int64)
-        hist = self.histograms(
-            xbin, np.array([0, 1, 0, 1]), rows, node, np.zeros((1, 1), np.int64), 0, 1, 2, 2
-        )
+        xbin, y = np.zeros((4, 2), np.uint8), np.array([0, 1, 0, 1])
+        rows, feats = np.arange(4), np.zeros((1, 1), np.int64)
+        for node in (np.zeros(4, np.int64), np.array([0, -1, 0, -1])):  # grouped, not grouped
+            hist = self.histograms(xbin, y, rows, node, feats, 0, 1, 2, 2)
         self.best_splits(hist, 1)
         zero = np.zeros(1, np.int64)
-        self.route(xbin, rows, node, zero, zero, zero, zero)
+        self.route(xbin, rows, np.zeros(4, np.int64), zero, zero, zero, zero)
 
     def put(self, a: np.ndarray) -> np.ndarray:
         return np.array(a, copy=True)
@@ -131,7 +171,12 @@ class NumbaKernel(Kernel):
         n_nodes: int | None = None,
     ) -> np.ndarray:
         out = np.zeros((hi - lo, feats.shape[1], n_classes, n_bins), np.int64)
-        hist_kernel(xbin, y.astype(np.int64, copy=False), rows, node, feats, lo, hi, out)
+        y = y.astype(np.int64, copy=False)
+        if is_grouped(node):  # route() keeps rows grouped: each task writes one node's block
+            starts = np.searchsorted(node, np.arange(lo, hi + 1))
+            grouped_hist_kernel(xbin, y, rows, starts, feats, out)
+        else:
+            hist_kernel(xbin, y, rows, node, feats, lo, hi, out)
         return out
 
     def best_splits(
@@ -155,5 +200,5 @@ class NumbaKernel(Kernel):
     ) -> tuple[np.ndarray, np.ndarray]:
         nxt = np.empty(len(rows), np.int64)
         route_kernel(xbin, rows, node, feature, threshold, left_next, right_next, nxt)
-        keep = nxt >= 0
-        return rows[keep], nxt[keep]
+        n_next = 1 + max(left_next.max(initial=-1), right_next.max(initial=-1))
+        return group_rows(rows, nxt, n_next)

@@ -79,24 +79,26 @@ class TfKernel(Kernel):
             idx = ((k[:, None] * slots + arange) * n_classes + tf.gather(y, rows)[:, None])
             idx = idx * n_bins + b
             size = k_nodes * slots * n_classes * n_bins
-            hist = tf.math.bincount(tf.reshape(idx, [-1]), minlength=size, maxlength=size,
-                                    dtype=tf.int64)
+            # int32 values (size <= max_cells): the input type every bincount kernel takes
+            flat_idx = tf.cast(tf.reshape(idx, [-1]), tf.int32)
+            hist = tf.math.bincount(flat_idx, minlength=size, maxlength=size, dtype=tf.int64)
             return tf.reshape(hist, [k_nodes, slots, n_classes, n_bins])
 
     def best_splits(self, hist: Any, min_leaf: int) -> tuple[Any, Any, Any, Any]:
         tf = self.tf
         with tf.device(self.tf_device):
             k, slots, _, n_bins = (int(d) for d in hist.shape)
-            left = tf.math.cumsum(hist, axis=3)
-            right = left[:, :, :, -1:] - left
-            n_left, n_right = tf.reduce_sum(left, axis=2), tf.reduce_sum(right, axis=2)
+            # float64 holds every count, square and sum exactly (all < 2**53), as in the torch
+            # kernel; sum_c (t_c - l_c)^2 = sum t^2 - 2 t.l + sum l^2 skips the right counts
+            left = tf.math.cumsum(tf.cast(hist, tf.float64), axis=3)
+            n_left = tf.reduce_sum(left, axis=2)
             sq_left = tf.reduce_sum(left * left, axis=2)
-            sq_right = tf.reduce_sum(right * right, axis=2)
+            cross = tf.reduce_sum(left * left[:, :, :, -1:], axis=2)
+            sq_right = sq_left[:, :, -1:] - 2 * cross + sq_left
+            n_right = n_left[:, :, -1:] - n_left
             valid = (n_left >= min_leaf) & (n_right >= min_leaf)
-            f64 = tf.float64
-            score = (tf.cast(sq_left, f64) / tf.cast(tf.maximum(n_left, 1), f64)
-                     + tf.cast(sq_right, f64) / tf.cast(tf.maximum(n_right, 1), f64))
-            score = tf.where(valid, score, tf.constant(-np.inf, f64))
+            score = sq_left / tf.maximum(n_left, 1) + sq_right / tf.maximum(n_right, 1)
+            score = tf.where(valid, score, tf.constant(-np.inf, tf.float64))
             flat = tf.reshape(score, [k, slots * n_bins])
             top = tf.reduce_max(flat, axis=1, keepdims=True)
             index = tf.broadcast_to(tf.range(slots * n_bins, dtype=tf.int64), tf.shape(flat))
@@ -106,7 +108,7 @@ class TfKernel(Kernel):
             slot, b = best // n_bins, best % n_bins
             picked = tf.stack([tf.range(k, dtype=tf.int64), slot], axis=1)
             per_class = tf.gather_nd(left, picked)  # (k, classes, bins)
-            left_counts = tf.gather(per_class, b, axis=2, batch_dims=1)
+            left_counts = tf.cast(tf.gather(per_class, b, axis=2, batch_dims=1), tf.int64)
             return slot, b, left_counts, found
 
     def route(

@@ -8,8 +8,9 @@ Usage::
 
 Histograms are one ``torch.bincount`` over flat (node, slot, class, bin) indices (integer
 counts, so the order of the GPU's atomic adds cannot change a result); the split search is
-a cumulative sum over bins, integer sums of squares, float64 Gini scores and a first-maximum
-reduction, exactly as :class:`~parabench.forest.kernel.NumpyKernel` computes them.
+a cumulative sum over bins, sums of squares and float64 Gini scores (every intermediate an
+integer below 2**53, so exact) and a first-maximum reduction: the same numbers, bit for bit,
+as :class:`~parabench.forest.kernel.NumpyKernel` computes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from parabench.forest.kernel import Kernel
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+CPU_SPLIT_CELLS = 1 << 16  # histogram cells per CPU split-search slice (~0.5 MB of float64)
 
 
 class TorchKernel(Kernel):
@@ -85,20 +87,32 @@ class TorchKernel(Kernel):
         return hist.view(k_nodes, slots, n_classes, n_bins)
 
     def best_splits(self, hist: Any, min_leaf: int) -> tuple[Any, Any, Any, Any]:
+        k, slots, n_classes, n_bins = hist.shape
+        step = max(1, CPU_SPLIT_CELLS // (slots * n_classes * n_bins))
+        if self.dev.type == "cuda" or k <= step:
+            return self._best_splits(hist, min_leaf)
+        # on the CPU, slices of nodes whose temporaries stay in cache: ~2x faster
+        parts = [self._best_splits(hist[i : i + step], min_leaf) for i in range(0, k, step)]
+        return tuple(self.torch.cat(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
+
+    def _best_splits(self, hist: Any, min_leaf: int) -> tuple[Any, Any, Any, Any]:
         torch = self.torch
         k, slots, _, n_bins = hist.shape
-        left = torch.cumsum(hist, dim=3)
-        right = left[:, :, :, -1:] - left
-        n_left, n_right = left.sum(dim=2), right.sum(dim=2)
-        sq_left, sq_right = (left * left).sum(dim=2), (right * right).sum(dim=2)
+        # float64 holds every count, square and sum here exactly (all < 2**53), so this is the
+        # reference's integer arithmetic; sum_c (t_c - l_c)^2 = sum t^2 - 2 t.l + sum l^2
+        # saves materialising the right-hand counts (two passes over the histogram).
+        left = torch.cumsum(hist.double(), dim=3)
+        total = left[:, :, :, -1:]
+        n_left, sq_left = left.sum(dim=2), (left * left).sum(dim=2)
+        sq_right = (sq_left[:, :, -1:] - 2 * (left * total).sum(dim=2)).add_(sq_left)
+        n_right = n_left[:, :, -1:] - n_left
         valid = (n_left >= min_leaf) & (n_right >= min_leaf)
-        score = (sq_left.double() / n_left.clamp(min=1).double()
-                 + sq_right.double() / n_right.clamp(min=1).double())
-        flat = torch.where(valid, score, torch.full_like(score, -np.inf)).view(k, slots * n_bins)
-        best = _first_argmax(torch, flat)
+        score = sq_left.div_(n_left.clamp(min=1)).add_(sq_right.div_(n_right.clamp(min=1)))
+        flat = score.masked_fill_(~valid, -np.inf).view(k, slots * n_bins)
+        best = flat.argmax(dim=1)  # documented: the first of equal maxima
         found = valid.view(k, -1).any(dim=1)
         slot, b = best // n_bins, best % n_bins
-        left_counts = left[torch.arange(k, device=self.dev), slot, :, b]
+        left_counts = left[torch.arange(k, device=self.dev), slot, :, b].long()
         return slot, b, left_counts, found
 
     def route(
@@ -120,10 +134,3 @@ def _flat_rows(rows: Any, xbin: Any) -> Any:
     if xbin.numel() > INT32_MAX:
         rows = rows.long()
     return (rows * xbin.shape[1]).unsqueeze(1)
-
-
-def _first_argmax(torch: Any, flat: Any) -> Any:
-    """Index of the first maximum per row (explicit, so no backend's tie rule matters)."""
-    best = flat.max(dim=1, keepdim=True).values
-    index = torch.arange(flat.shape[1], device=flat.device).expand_as(flat)
-    return torch.where(flat == best, index, flat.shape[1]).min(dim=1).values
