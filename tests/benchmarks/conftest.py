@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from parabench.bench import smoke_cases
+from parabench.bench import BenchCase, smoke_cases
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not getattr(config.option, "benchmark_disable", False):
         return
-    parametrized = [item for item in items
-                    if hasattr(item, "callspec") and "case" in item.callspec.params]
+    parametrized = [item for item in items if hasattr(item, "callspec")
+                    and isinstance(item.callspec.params.get("case"), BenchCase)]
     keep = {c.id for c in smoke_cases([item.callspec.params["case"] for item in parametrized])}
     deselected = [item for item in parametrized if item.callspec.params["case"].id not in keep]
     if deselected:
