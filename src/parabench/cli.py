@@ -175,15 +175,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return EXIT_OK
+    names = [w["name"] for w in data["workloads"]] + [m["name"] for m in data["methods"]]
+    width = max(map(len, names), default=8)
+    q_width = max((len(w["quality"]) for w in data["workloads"]), default=8)
     print("Workloads:")
     for w in data["workloads"]:
-        print(f"  {w['name']:<16} {w['family']:<10} {w['quality']:<10} {w['description']}")
+        print(f"  {w['name']:<{width}} {w['family']:<10} {w['quality']:<{q_width}} "
+              f"{w['description']}")
     print("\nMethods (device: runnable here?):")
     for m in data["methods"]:
         where = ", ".join(f"{d} {'yes' if ok else 'no'}" for d, ok in m["runnable"].items())
-        print(f"  {m['name']:<16} {where:<20} {m['description']}")
+        print(f"  {m['name']:<{width}} {where:<16} {m['description']}")
         for device, reason in m["reason"].items():
-            print(f"  {'':<16} {device}: {reason}")
+            print(f"  {'':<{width}} {device}: {reason}")
     return EXIT_OK
 
 
