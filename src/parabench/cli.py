@@ -238,6 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, UnknownNameError, ConfigError) as exc:
         print(f"parabench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `parabench list | head`: the reader left; not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except KeyboardInterrupt:
         print("parabench: interrupted; results recorded so far are kept", file=sys.stderr)
         return 130
