@@ -2,7 +2,7 @@
 
 Usage::
 
-    parabench run --workload mlp --method ddp --workers 2 --threads-per-worker 1
+    parabench run --workload mlp --method ddp --workers 2 --threads 1
     parabench run --workload cnn --method ddp --device cuda --workers 2    # needs 2 GPUs
 
 The global batch ``B`` (``--batch-size`` or the workload default) is split ``B / workers`` per

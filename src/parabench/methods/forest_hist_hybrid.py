@@ -4,7 +4,7 @@ Usage::
 
     parabench run --workload random_forest --method threads+torch,torch+dask --workers 2
     parabench run --workload random_forest --method dask+threads+torch --workers 2 \\
-        --threads-per-worker 2 --dask-scheduler tcp://10.0.0.5:8786
+        --threads 2 --dask-scheduler tcp://10.0.0.5:8786
 
 Each splits the forest's trees into contiguous blocks and grows every block with the torch
 kernel of :mod:`parabench.methods.forest_hist`; tree ``t`` draws from its own seed stream,

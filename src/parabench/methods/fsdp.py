@@ -2,7 +2,7 @@
 
 Usage::
 
-    parabench run --workload mlp --method fsdp --workers 2 --threads-per-worker 1
+    parabench run --workload mlp --method fsdp --workers 2 --threads 1
 
 Same batch and sharding semantics as ``ddp`` (global batch ``B``, ``B / workers`` per rank,
 serial's order sharded ``order[rank::workers]``; see
