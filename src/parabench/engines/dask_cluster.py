@@ -10,7 +10,7 @@ Usage (inside a Session)::
     def train_epoch(self, epoch):
         with self.cluster.guard():                     # a lost worker raises WorkerLost
             futures = self.cluster.client.map(fn, parts)
-            results = self.cluster.client.gather(futures)
+            results = self.cluster.gather(futures)     # checks the workers while waiting
     def close(self):
         if self.cluster is not None:
             self.cluster.close()                       # idempotent, safe after errors
@@ -172,6 +172,19 @@ class DaskCluster:
             self._raise_if_lost(exc)
             raise
         self.check_workers()
+
+    def gather(self, futures: list[Any], poll_s: float = 1.0) -> list[Any]:
+        """The futures' results, checking the workers while waiting: a task pinned to a
+        worker that died would otherwise wait for it forever."""
+        results = []
+        for future in futures:
+            while True:
+                try:
+                    results.append(future.result(timeout=poll_s))
+                    break
+                except TimeoutError:
+                    self.check_workers()
+        return results
 
     def _raise_if_lost(self, cause: BaseException) -> None:
         try:

@@ -72,13 +72,11 @@ class DaskJoblibSession(DaskForestSession):
 
     def start_engine(self) -> None:
         super().start_engine()
-        from joblib._dask import DaskDistributedBackend
-
         assert self.data is not None and self.cluster is not None
         # One backend for the whole case: the training matrix is scattered to the workers
         # here (start-up), and joblib maps the fit's X (the same object: float32,
         # C-contiguous, so scikit-learn does not copy it) to the scattered copy.
-        self.backend = DaskDistributedBackend(
+        self.backend = _fail_fast_backend()(
             client=self.cluster.client, scatter=[self.data.x_train]
         )
 
@@ -122,9 +120,64 @@ class DaskThreadsSession(DaskForestSession):
                 )
                 for addr, (lo, hi) in zip(workers, shares, strict=False)
             ]
-            forest = merge(client.gather(futures))
+            forest = merge(self.cluster.gather(futures))
         forest.set_params(n_jobs=self.n_jobs)  # predict on this process with every core
         return forest
+
+
+def _fail_fast_backend() -> type:
+    """joblib's Dask backend with two failure paths fixed, so a lost worker fails the fit.
+
+    In joblib 1.6 both of these hang ``Parallel`` forever (it waits for a batch whose outcome
+    never arrives):
+
+    - joblib scatters every argument over 1 kB (here: the encoded labels) from a callback on
+      the client's event loop; if that scatter fails (its target worker just died), the error
+      is only logged. Here such a batch is submitted with its arguments inline instead; it
+      runs on a live worker and the cluster guard reports the lost worker afterwards.
+    - a task that errs in Dask itself (``KilledWorker``: the worker running it died) sets
+      the error on a future nobody reads and never calls joblib's completion callback. Here
+      the callback is called with the error, so ``Parallel`` raises it.
+    """
+    import asyncio
+
+    from joblib._dask import DaskDistributedBackend
+
+    class TaskFailed:
+        def __init__(self, error: BaseException) -> None:
+            self.error = error
+
+    class FailFastDaskBackend(DaskDistributedBackend):
+        async def _to_func_args(self, func: Any) -> Any:
+            try:
+                return await super()._to_func_args(func)
+            except Exception:  # noqa: BLE001 - CommClosedError, OSError: a worker went away
+                saved, self.call_data_futures = self.call_data_futures, None
+                try:
+                    return await super()._to_func_args(func)
+                finally:
+                    self.call_data_futures = saved
+
+        async def _collect(self) -> None:
+            while self._continue:
+                async for future, result in self.waiting_futures:
+                    cf_future = self._results.pop(future)
+                    callback = self._callbacks.pop(future)
+                    if future.status == "error":
+                        _typ, exc, _tb = result
+                        cf_future.set_exception(exc)
+                        callback(TaskFailed(exc))
+                    else:
+                        cf_future.set_result(result)
+                        callback(result)
+                await asyncio.sleep(0.01)
+
+        def retrieve_result_callback(self, out: Any) -> Any:
+            if isinstance(out, TaskFailed):
+                raise out.error
+            return super().retrieve_result_callback(out)
+
+    return FailFastDaskBackend
 
 
 def _import_trees() -> None:

@@ -104,7 +104,10 @@ class ProcessesSession(ForestSession):
     def fit_context(self) -> AbstractContextManager[Any]:
         from joblib import parallel_config
 
-        return parallel_config(backend="loky", n_jobs=self.n_jobs)
+        # loky retires workers idle for idle_worker_timeout (default 300 s): keep them for the
+        # whole case, so that a worker gone missing is a real failure, not housekeeping
+        idle_s = int(max(300.0, 2 * self.config.timeout_s))
+        return parallel_config(backend="loky", n_jobs=self.n_jobs, idle_worker_timeout=idle_s)
 
     def start_engine(self) -> None:
         from joblib import Parallel, delayed
