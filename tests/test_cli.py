@@ -97,10 +97,10 @@ def test_a_failing_case_exits_1_and_skipped_cases_exit_0(
     assert proc.returncode == 1
     assert "failed: RuntimeError: boom in fit" in proc.stdout
 
-    proc = cli("run", "--workload", "fault_ok", "--method", "serial", "--workers", "2",
+    proc = cli("run", "--workload", "fault_ok", "--method", "serial", "--device", "cuda",
                "--profile", "tiny", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert "skipped: serial runs at most 1 worker(s)" in proc.stdout
+    assert "skipped: serial runs fault_ok on cpu, not cuda" in proc.stdout
 
 
 def test_bad_data_dir_is_a_usage_error_recorded_in_the_results(tmp_path: Path) -> None:

@@ -82,7 +82,10 @@ def plan(grid: Grid) -> list[Case]:
                              grid.batch_sizes, option_sets)
     for wl_name, m_name, device, batch, options in axes:
         method = methods.get(m_name)
-        for workers in grid.workers or method.default_workers(cores):
+        counts = list(grid.workers or method.default_workers(cores))
+        if method.parity == "baseline":  # the baseline runs as itself whatever workers are swept
+            counts = [1]
+        for workers in counts:
             for repeat in range(grid.repeats):
                 config = RunConfig(
                     workload=wl_name, method=m_name, device=device, workers=workers,
