@@ -148,7 +148,9 @@ class DaskCluster:
 
     def worker_addresses(self) -> frozenset[str]:
         assert self.client is not None, "start() first"
-        return frozenset(self.client.scheduler_info(n_workers=-1)["workers"])
+        # not scheduler_info(): it returns the client's cached identity, which a periodic
+        # refresh (n_workers=0) can replace with one listing no workers at all
+        return frozenset(self.client.nthreads())
 
     def check_workers(self) -> None:
         """Raise WorkerLost when a worker present at start is gone (died, or was restarted)."""
