@@ -15,10 +15,13 @@ Semantics (one ``train_epoch`` call is one **round**):
   client sees a skewed class mix and shards differ in size (redrawn, seeded, until every
   client holds at least ``MIN_SHARE`` of a fair n / K share). Rank r hosts clients
   ``r*K/W .. (r+1)*K/W - 1`` and trains them one after another.
-* **Batch.** ``--batch-size`` is the *global* batch B, as for ``ddp``: each client steps on
-  B / K samples, so a round of one local epoch takes as many optimizer steps as one serial
-  epoch and K clients together see B samples per step (local SGD's convention). With one
-  client, fedavg is serial exactly: same shard (everything), order, batch and optimizer.
+* **Batch.** ``--batch-size`` (or the workload's default) is each client's local mini-batch
+  B, FedAvg's B: the batch the workload's learning rate is tuned for. (Splitting B over the
+  clients instead, local SGD's convention, keeps serial's step count but steps at B / K with
+  a rate tuned for B: mlp quick at batch 16 stalls at loss 2.0 serially, so no.) A round of E
+  local epochs is thus E x n samples in E x n_k / B steps per client, so K clients need
+  about ``rounds x E = K x epochs`` to take serial's number of steps each. With one client,
+  fedavg is serial exactly: same shard (everything), order, batch and optimizer.
 * **Local training.** Every client starts the round from the global weights and runs
   ``local_epochs`` E passes over its shard through the shared
   :class:`~parabench.torch_loop.TorchLoop`. Local pass t = round * E + e is ordered by
@@ -37,7 +40,9 @@ Semantics (one ``train_epoch`` call is one **round**):
 Timing: the round is ``ctx.timed`` (slowest rank between barriers). Components are the loop's
 ``data`` / ``forward`` / ``backward`` / ``optimizer`` summed over this rank's clients, plus
 ``communication``: loading the global weights into each client (the download) and the
-weighted accumulation, all-reduce and write-back (the upload and averaging).
+weighted accumulation, all-reduce and write-back (the upload and averaging); and ``idle``: a
+barrier before the all-reduce, i.e. the wait for the slowest rank's clients (unequal non-IID
+shards, a busier core), kept out of ``communication``.
 """
 
 from __future__ import annotations
@@ -146,7 +151,7 @@ class FedAvgProgram:
         self.samples_per_epoch = self.workload.samples_per_epoch(t.data) * self.local_epochs
         torch.manual_seed(cfg.seed)
         self.model = model = self.workload.build_model(t.data, cfg.seed).to(device)
-        self.batch_size, self.client_batch = self._batch_sizes(model, t)
+        self.batch_size = self._batch_size(model, t)
         self.flops = flops_per_sample(model, self.workload.loss_fn(), t.x, t.y)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -157,30 +162,24 @@ class FedAvgProgram:
         self.clients = [Client(index=i, shard=torch.as_tensor(shards[i]),
                                optimizer=self.workload.make_optimizer(model.parameters()))
                         for i in mine]
-        self.loop = make_loop(self.workload, cfg, model, t, self.client_batch, device,
+        self.loop = make_loop(self.workload, cfg, model, t, self.batch_size, device,
                               optimizer=self.clients[0].optimizer)
         self._state = _ModelState(model)
         self.global_weights = self._state.snapshot()
 
-    def _batch_sizes(self, model: Any, t: Any) -> tuple[int, int]:
-        """(global, per-client) batch; ``auto``: every rank's fit, the smallest wins."""
-        k = self.clients_total
-        if self.config.batch_size != "auto":
-            from parabench.distributed.data_parallel import global_batch
+    def _batch_size(self, model: Any, t: Any) -> int:
+        """Every client's batch B; ``auto``: what fits on every rank (the smallest wins)."""
+        from parabench.torch_setup import resolve_batch_size
 
-            total = int(global_batch(self.workload, self.config))
-            if total % k:
-                raise ValueError(f"global batch {total} is not divisible by {k} clients")
-            return total, total // k
+        batch = resolve_batch_size(self.workload, self.config, model, t, self.device, self.notes)
+        if self.config.batch_size != "auto":
+            return batch
         import torch
         import torch.distributed as dist
 
-        from parabench.torch_setup import resolve_batch_size
-
-        fits = resolve_batch_size(self.workload, self.config, model, t, self.device, self.notes)
-        smallest = torch.tensor([fits], device=self.device)
+        smallest = torch.tensor([batch], device=self.device)
         dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
-        return int(smallest.item()) * k, int(smallest.item())
+        return int(smallest.item())
 
     # -- the server side: hooks a test may override to break the averaging on purpose ---------
 
@@ -206,30 +205,37 @@ class FedAvgProgram:
             out.append(self.loop.train_epoch(t, indices=order))
         return out
 
-    def _round(self, round_: int) -> tuple[list[EpochStats], float]:
+    def _round(self, round_: int) -> tuple[list[EpochStats], dict[str, float]]:
+        """Train this rank's clients, then average: (their passes, communication / idle s)."""
         import time
 
         from parabench.torch_loop import synchronize
 
+        clock = time.perf_counter
         passes, comm = [], 0.0
         acc = self._state.zeros()
         for client in self.clients:
-            t0 = time.perf_counter()
+            t0 = clock()
             self._state.load(self.global_weights)  # the download
-            comm += time.perf_counter() - t0
+            comm += clock() - t0
             passes += self._train_client(client, round_)
             synchronize(self.device)
-            t0 = time.perf_counter()
+            t0 = clock()
             self._state.accumulate(acc, self.client_weight(client))
-            comm += time.perf_counter() - t0
-        t0 = time.perf_counter()
+            comm += clock() - t0
+        # Waiting here for the slowest rank (bigger shards, a busier core) is idle time, not
+        # communication: measured apart, so the all-reduce below is only the data exchange.
+        t0 = clock()
+        self.ctx.barrier()
+        idle = clock() - t0
+        t0 = clock()
         for flat in acc.floats.values():
             self.reduce(flat)
         self._state.reduce_counters(acc)
         self.global_weights = acc
         self._state.load(acc)
         synchronize(self.device)
-        return passes, comm + time.perf_counter() - t0
+        return passes, {"communication": comm + clock() - t0, "idle": idle}
 
     # -- the protocol DistributedTorchSession calls ------------------------------------------
 
@@ -237,7 +243,7 @@ class FedAvgProgram:
         notes = {
             **self.notes, "clients": self.clients_total,
             "clients_per_worker": len(self.clients), "local_epochs": self.local_epochs,
-            "split": self.split, "client_sizes": self.sizes, "batch_per_client": self.client_batch,
+            "split": self.split, "client_sizes": self.sizes, "batch": "per client",
             "optimizer_state": "kept per client across rounds",
             "buffers": "float buffers averaged like weights; integer buffers: max",
             "epoch_unit": "round",
@@ -249,13 +255,13 @@ class FedAvgProgram:
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """One round (``epoch`` is the round index): this rank's clients, then the average."""
-        (passes, comm), seconds = self.ctx.timed(lambda: self._round(epoch))
+        (passes, exchange), seconds = self.ctx.timed(lambda: self._round(epoch))
         samples = sum(p.samples for p in passes)
         components: dict[str, float] = {}
         for p in passes:
             for name, value in p.components.items():
                 components[name] = components.get(name, 0.0) + value
-        components["communication"] = comm
+        components.update(exchange)
         loss = sum(p.loss * p.samples for p in passes) / samples
         return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components)
 

@@ -1,0 +1,71 @@
+"""``fedavg``: federated averaging - K clients, E local epochs per round, sample-weighted average.
+
+Usage::
+
+    parabench run --workload cnn --method serial,fedavg --workers 2 --clients 4 --split noniid
+    parabench run --workload mlp --method fedavg --workers 2 --local-epochs 2 --split iid,noniid
+
+One epoch of the result is one **round**: every client trains ``local_epochs`` passes over its
+own shard starting from the global model, then the server averages the clients' weights by
+sample count. ``epoch_s`` is the round's slowest rank between barriers, ``samples`` counts all
+samples the clients processed in the round (E x the training set), the loss is the
+sample-weighted mean of the clients' losses. Worker processes are ranks of a persistent
+:class:`~parabench.distributed.pool.WorkerPool` (gloo on CPU, NCCL with one GPU per rank on
+CUDA); each hosts ``clients / workers`` clients, trained one after another, and the average is
+one all-reduce of the sample-weighted parameters and buffers. Splits, batch, optimizer state
+and buffers are described in :mod:`parabench.distributed.fedavg_rank`.
+
+FedAvg is not serial's mathematics (K > 1 clients drift apart between averages), so
+``parity = "statistical"``: held-out quality must come within
+``SPREAD_FACTOR x seed_spread[profile]`` of serial's (see :mod:`parabench.parity`).
+With ``--clients 1`` it is serial exactly.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from parabench import hardware
+from parabench.config import RunConfig
+from parabench.distributed.session import DistributedTorchSession
+from parabench.method import Method, Session
+from parabench.registry import methods
+from parabench.workload import Workload
+
+
+class FedAvgSession(DistributedTorchSession):
+    program: ClassVar[str] = "parabench.distributed.fedavg_rank:FedAvgProgram"
+
+
+def clients_for(config: RunConfig) -> int:
+    return config.option("clients") or config.workers
+
+
+@methods.register
+class FedAvg(Method):
+    name: ClassVar[str] = "fedavg"
+    description: ClassVar[str] = (
+        "federated averaging: K clients on IID / non-IID shards, E local epochs per round, "
+        "sample-weighted all-reduce of the weights"
+    )
+    devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
+    families: ClassVar[frozenset[str]] = frozenset({"torch"})
+    parity: ClassVar[str] = "statistical"
+
+    def check(self, workload: Workload, config: RunConfig) -> str | None:
+        if (reason := super().check(workload, config)) is not None:
+            return reason
+        if config.device == "cuda" and config.workers > (gpus := hardware.cuda_device_count()):
+            return f"fedavg uses one GPU per worker: {config.workers} asked, {gpus} here"
+        k = clients_for(config)
+        if k < config.workers or k % config.workers:
+            return (f"{k} clients cannot be spread evenly over {config.workers} workers "
+                    f"(each worker hosts clients / workers; use --clients a multiple of it)")
+        # the non-IID split deals classes out unevenly: it needs one class label per sample
+        if config.option("split", "iid") == "noniid" and workload.quality.name != "accuracy":
+            return (f"the noniid split needs class labels; {workload.name} reports "
+                    f"{workload.quality.name}, not a per-sample class")
+        return None
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        return FedAvgSession(workload, config)
