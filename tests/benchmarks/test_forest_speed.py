@@ -38,15 +38,18 @@ WORKERS = 2
 TARGET_THROUGHPUT = 0.98
 OVERHEAD_ROUNDS = 9
 ROUNDS = 5
-SLOW_ROUNDS = 3  # spark: a quick-profile fit takes about a minute here
+SLOW_ROUNDS = 2  # spark: a quick-profile fit takes minutes on a busy 2-core machine
 BASELINE_STEPS = 3
+# Engines that start processes or a JVM are `slow` (seconds of start-up even in smoke mode;
+# tests/benchmarks/test_methods.py smoke-runs every method's case once anyway).
+SLOW = pytest.mark.slow
 METHODS = [
     pytest.param("threads", ROUNDS),
-    pytest.param("processes", ROUNDS),
-    pytest.param("dask", ROUNDS, marks=pytest.mark.dask),
-    pytest.param("dask+threads", ROUNDS, marks=pytest.mark.dask),
-    pytest.param("mpi", ROUNDS, marks=pytest.mark.mpi),
-    pytest.param("spark", SLOW_ROUNDS, marks=[pytest.mark.spark, pytest.mark.slow]),
+    pytest.param("processes", ROUNDS, marks=SLOW),
+    pytest.param("dask", ROUNDS, marks=[pytest.mark.dask, SLOW]),
+    pytest.param("dask+threads", ROUNDS, marks=[pytest.mark.dask, SLOW]),
+    pytest.param("mpi", ROUNDS, marks=[pytest.mark.mpi, SLOW]),
+    pytest.param("spark", SLOW_ROUNDS, marks=[pytest.mark.spark, SLOW]),
 ]
 
 
