@@ -5,7 +5,8 @@
 
 The inputs are one level of the ``quick`` profile's forest: 16,000 training rows, 40
 features binned into 32 bins, 5 classes, a batch of 8 trees' bootstrap rows (128,000) spread
-over 256 frontier nodes, ``int(sqrt(40)) = 6`` sampled features per node. Every round first
+over 256 frontier nodes, ``int(sqrt(40)) = 6`` sampled features per node, rows grouped by
+node as routing leaves them (numba's fast path; NumPy and torch do not care). Every round first
 runs the reference (timed in the untimed ``setup`` of ``benchmark.pedantic``) and then the
 kernel (timed by pytest-benchmark), so both see the same machine noise in the same run.
 ``extra_info`` holds both medians, ``speedup`` (reference / kernel) and the thread counts:
