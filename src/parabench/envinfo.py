@@ -132,7 +132,9 @@ def environment() -> dict[str, Any]:
         "mpi": {"launcher": hardware.mpi_launcher(), "library": _mpi_library()},
         "java": hardware.java_version(),
         "engines": {name: _version(name) for name in ENGINES},
-        "threads": {var: os.environ.get(var) for var in THREAD_VARS},
+        # OMP_WAIT_POLICY too: busy-waiting OpenMP threads on a shared machine can slow a
+        # torch case by 10x, so results must say which policy they ran under
+        "threads": {var: os.environ.get(var) for var in (*THREAD_VARS, "OMP_WAIT_POLICY")},
         "git_commit": git_commit(),
     }
 
