@@ -24,9 +24,9 @@ DL = ["cnn", "conv_autoencoder", "vgg11", "densenet121", "nbow", "seq2seq"]
 STAGED = ["cnn", "conv_autoencoder", "vgg11", "densenet121", "nbow"]
 
 
-def run(name: str, epochs: int = 1, **options: Any) -> Result:
-    config = RunConfig(workload=name, method="serial", profile="tiny", epochs=epochs,
-                       threads_per_worker=1, options=options)
+def run(name: str, epochs: int = 1, device: str = "cpu", **options: Any) -> Result:
+    config = RunConfig(workload=name, method="serial", device=device, profile="tiny",
+                       epochs=epochs, threads_per_worker=1, options=options)
     result = execute(config)
     assert result.status == "ok", f"{result.reason}\n{result.extra.get('traceback', '')}"
     assert result.quality is not None and result.quality.value is not None
@@ -75,6 +75,20 @@ def test_one_tiny_epoch_of_the_autoencoder_reconstructs_better_than_untrained() 
     r = run("conv_autoencoder")
     assert r.quality.name == "reconstruction_mse" and not r.quality.higher_is_better
     assert r.quality.value < 0.75 * before, (r.quality.value, before)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", DL)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_one_tiny_epoch_on_cuda_learns_too(name: str, precision: str) -> None:
+    r = run(name, device="cuda", precision=precision)
+    if name == "conv_autoencoder":
+        assert r.quality.value < 0.75 * untrained_mse(name)
+    elif name == "seq2seq":
+        assert r.quality.value > majority_token_rate(workloads.get(name).make_data("tiny", 0))
+    else:
+        assert r.quality.value > 1 / workloads.get(name).make_data("tiny", 0).n_classes + 0.25
+    assert r.peak_gpu_mb is not None and r.peak_gpu_mb > 0
 
 
 def test_autoencoder_targets_are_its_inputs() -> None:

@@ -9,8 +9,9 @@ Usage::
 
 Each generator has real structure a model can learn, so a run that stays at chance is a bug:
 
-* images: every class has a smooth random template (upsampled low-resolution noise); a sample
-  is its class template, randomly shifted, with random contrast and pixel noise;
+* images: every class has a smooth random template (upsampled low-resolution noise, partly
+  shared between classes); a sample is its class template, randomly shifted, with random
+  contrast and pixel noise;
 * texts: every class has its own topic words mixed into a shared Zipf background;
 * pairs: the target is the source reversed (a real sequence task for an encoder-decoder).
 
@@ -77,17 +78,22 @@ def class_images(
     size: int,
     seed: int,
     noise: float = 0.45,
+    separation: float = 1.0,
     shift: float = 0.1,
     test_fraction: float = 0.2,
 ) -> Dataset:
     """``n`` uint8 images (N, channels, size, size) drawn around one template per class.
 
     ``noise`` is the pixel-noise standard deviation relative to the template's range;
-    ``shift`` the largest random translation as a fraction of ``size`` (wrapping around).
+    ``separation`` in (0, 1] the share of each template that is the class's own (the rest
+    is common to all classes: lower is harder); ``shift`` the largest random translation as
+    a fraction of ``size`` (wrapping around).
     """
     rng = np.random.default_rng([seed, 0x1A6E])
     grid = max(3, min(7, size // 4))
-    low = rng.random((classes, channels, grid, grid), dtype=np.float32)
+    common = rng.random((1, channels, grid, grid), dtype=np.float32)
+    own = rng.random((classes, channels, grid, grid), dtype=np.float32)
+    low = (1 - separation) * common + separation * own
     templates = _upsample(low, size)
     # per template, keep the brightest ~40 %: distinct blobs on a dark background
     cut = np.quantile(templates, 0.6, axis=(1, 2, 3), keepdims=True)
@@ -213,7 +219,8 @@ def image_tensors(data: Dataset, *, standardise: bool = True) -> tuple:
     if standardise:
         mean = x_tr.mean(dim=(0, 2, 3), keepdim=True)
         std = x_tr.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-3)
-        x_tr, x_te = (x_tr - mean) / std, (x_te - mean) / std
+        for x in (x_tr, x_te):  # in place: a full-profile float copy is gigabytes
+            x.sub_(mean).div_(std)
     y_tr = torch.as_tensor(data.y_train, dtype=torch.long)
     y_te = torch.as_tensor(data.y_test, dtype=torch.long)
     return x_tr, y_tr, x_te, y_te
