@@ -16,7 +16,7 @@ def test_ci_runs_the_readme_test_block() -> None:
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"<!-- ci:test.*?-->\n```bash\n(.*?)```\n<!-- /ci:test -->", readme, re.S)
     assert block, "README lost its ci:test block"
-    assert "pytest" in block.group(1) and 'pip install -e ".[torch,test]"' in block.group(1)
+    assert "pytest" in block.group(1) and 'pip install -e ".[all]"' in block.group(1)
     extracted = subprocess.run(
         ["bash", "-c", "sed -n '/<!-- ci:test/,/<!-- \\/ci:test -->/p' README.md"
                        " | grep -v -e '^```' -e '^<!--'"],
