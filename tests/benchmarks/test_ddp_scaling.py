@@ -18,8 +18,11 @@ first round is warm-up. Epoch time for the multi-process ones is the slowest ran
 between barriers (the same definition for both). Figures go to ``benchmark.extra_info``:
 ``efficiency`` = (serial 1-thread / ddp) / 2 (target >= 0.85 at batch 256),
 ``vs_hand_throughput`` = hand epoch / ddp epoch (target >= 0.98), ``vs_serial_2_threads`` =
-serial 2-thread / ddp (> 1: ddp is faster; reported, not asserted). Targets are asserted
-only when measuring; the profile is ``$PARABENCH_BENCH_PROFILE`` (default quick / tiny).
+serial 2-thread / ddp (> 1: ddp is faster; reported, not asserted), each as a ratio of
+medians and as the median of per-round ratios (``*_paired``: the four epochs of a round
+share the machine's load, so these move less when other jobs come and go; the targets are
+checked on them). Targets are asserted only when measuring; the profile is
+``$PARABENCH_BENCH_PROFILE`` (default quick / tiny).
 """
 
 from __future__ import annotations
@@ -139,11 +142,19 @@ def test_ddp_scaling_vs_serial_and_hand_loop(benchmark: Any, batch: int) -> None
     steady = {k: v[1:] if len(v) > 1 else v for k, v in times.items()}
     med = {k: statistics.median(v) for k, v in steady.items()}
     speedup = med["serial1"] / med["ddp"]
+
+    def paired(a: str, b: str) -> float:
+        """Median over rounds of a/b within each round: robust to load drifting between them."""
+        return statistics.median(x / y for x, y in zip(steady[a], steady[b], strict=True))
+
     figures = {
         "workload": workload, "profile": profile, "global_batch": batch, "rounds": rounds,
         "epoch_s_median": med, "speedup_vs_serial_1_thread": speedup,
         "efficiency": speedup / 2, "vs_hand_throughput": med["hand"] / med["ddp"],
         "vs_serial_2_threads": med["serial2"] / med["ddp"],
+        "efficiency_paired": paired("serial1", "ddp") / 2,
+        "vs_hand_throughput_paired": paired("hand", "ddp"),
+        "vs_serial_2_threads_paired": paired("serial2", "ddp"),
         "ddp_threads": ddp.threads_per_worker, "cores": cores,
         "load_avg_1min_before_after": [round(load_before, 2), round(load, 2)],
     }
@@ -152,6 +163,6 @@ def test_ddp_scaling_vs_serial_and_hand_loop(benchmark: Any, batch: int) -> None
     assert all(t > 0 for v in times.values() for t in v)
     if benchmark.disabled:
         return  # smoke mode: every path ran once
-    assert figures["vs_hand_throughput"] >= TARGET_VS_HAND, figures
+    assert figures["vs_hand_throughput_paired"] >= TARGET_VS_HAND, figures
     if batch == 256:
-        assert figures["efficiency"] >= TARGET_EFFICIENCY_256, figures
+        assert figures["efficiency_paired"] >= TARGET_EFFICIENCY_256, figures
