@@ -25,6 +25,9 @@ SIZES: dict[str, tuple[int, int, int]] = {
 
 @workloads.register
 class MLP(TorchWorkload):
+    #: std of serial's held-out accuracy over seeds 0-4 (3 epochs, batch 64, 1 thread),
+    #: measured for the fedavg parity tests; sets the statistical parity margin
+    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.018, "quick": 0.014}
     name: ClassVar[str] = "mlp"
     description: ClassVar[str] = "PyTorch MLP classifier, synthetic tabular data"
     lr: ClassVar[float] = 0.02
