@@ -49,7 +49,9 @@ METHODS = [
     pytest.param("dask", ROUNDS, marks=[pytest.mark.dask, SLOW]),
     pytest.param("dask+threads", ROUNDS, marks=[pytest.mark.dask, SLOW]),
     pytest.param("mpi", ROUNDS, marks=[pytest.mark.mpi, SLOW]),
-    pytest.param("spark", SLOW_ROUNDS, marks=[pytest.mark.spark, SLOW]),
+    # three quick-profile Spark fits outlast pytest-timeout's 600 s default here
+    pytest.param("spark", SLOW_ROUNDS,
+                 marks=[pytest.mark.spark, SLOW, pytest.mark.timeout(3600)]),
 ]
 
 
