@@ -230,7 +230,7 @@ class DaskTorchSession(Session):
                                   allow_other_workers=False, pure=False)
                     for i, (addr, ids) in enumerate(zip(self.addresses, parts, strict=False))
                 ]
-                results = client.gather(futures)
+                results = self.cluster.gather(futures)  # notices a lost worker
             finally:
                 client.cancel([data])
         for addr, (_, info) in zip(self.addresses, results, strict=False):
