@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench import hardware
 from parabench.config import RunConfig
 from parabench.distributed.rank import RankContext
 from parabench.distributed.session import LAUNCHER_ENV
-from parabench.method import EpochStats, Method, Session
+from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
 from parabench.workload import TorchWorkload, Workload
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class _ShareWeightedLoss:
         return loss * scale - (loss * (scale - 1.0)).detach()  # value unchanged
 
 
-class DataParallelProgram:
+class DataParallelProgram(ABC):
     """Rank program: this rank's shard of every epoch, through TorchLoop on a wrapped model."""
 
     #: True when a forward pass of the wrapped model is a collective (FSDP gathers shards):
@@ -141,9 +142,9 @@ class DataParallelProgram:
         local = min(int(smallest.item()), max(1, self.n // world))
         return local * world, local
 
+    @abstractmethod
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """The distributed model (DDP, fully_shard, ...); ``model`` is on this rank's device."""
-        raise NotImplementedError
 
     def eval_model(self) -> torch.nn.Module:
         """The module ``evaluate`` runs forward on (DDP: the inner module)."""
@@ -162,7 +163,7 @@ class DataParallelProgram:
                 "flops_per_sample": self.flops,
                 "notes": {**self.notes, "batch_per_rank": self.local_batch}}
 
-    def before_epoch(self) -> None:
+    def before_epoch(self) -> None:  # noqa: B027 - optional hook (ddp resets its timer)
         """Hook inside the timed region, before the loop (e.g. reset a communication timer)."""
 
     def epoch_components(self) -> dict[str, float]:
@@ -211,6 +212,7 @@ class DataParallelMethod(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "exact"
+    options: ClassVar[frozenset[str]] = frozenset(TORCH_OPTIONS)
     session_class: ClassVar[type[Session]]
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:

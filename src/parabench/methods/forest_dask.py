@@ -52,6 +52,7 @@ class DaskForestSession(ForestSession):
         self.threads_per_worker = max(threads)
         self.notes["dask_scheduler"] = client.scheduler.address
         self.notes["dask_external"] = self.cluster.external
+        self.notes["dask_security"] = self.cluster.security_mode
         client.run(_import_trees)
 
     @property
@@ -88,7 +89,7 @@ class DaskJoblibSession(DaskForestSession):
     def fit(self, data: Dataset) -> Any:
         assert self.cluster is not None
         with self.cluster.guard():
-            return super().fit(data)
+            return self.fit_in(self.fit_context(), data)
 
 
 class DaskThreadsSession(DaskForestSession):
@@ -195,6 +196,7 @@ def _grow_share(est: Any, x: Any, y: Any, lo: int, hi: int, threads: int) -> Any
 
 class _DaskMethod(_ForestMethod):
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "dask"})
+    options: ClassVar[frozenset[str]] = frozenset({"dask_scheduler"})
 
 
 @methods.register

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from abc import abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
@@ -48,6 +49,9 @@ class ForestSession(Session):
         self.threads_per_worker = 1  # a tree is grown by one thread
         self.data: Dataset | None = None
         self.estimator: Any = None
+        self.epoch = 0
+        #: seconds of parts of the current fit, when the engine can tell (EpochStats.components)
+        self.fit_components: dict[str, float] = {}
 
     def start(self) -> None:
         self.data = self.workload.dataset(self.config)
@@ -57,10 +61,14 @@ class ForestSession(Session):
     def start_engine(self) -> None:  # noqa: B027 - optional: threads need nothing started
         """Start the engine (pools, clusters, ranks) once; timed as part of start-up."""
 
+    @abstractmethod
     def fit(self, data: Dataset) -> Any:
-        """Fit a fresh estimator on the training data and return it (the timed region)."""
+        """Fit a fresh forest on the training data and return it (the timed region)."""
+
+    def fit_in(self, backend: AbstractContextManager[Any], data: Dataset) -> Any:
+        """Fit a fresh workload estimator with ``n_jobs`` under a joblib backend context."""
         est = self.workload.build_estimator(self.config.profile, self.config.seed, self.n_jobs)
-        with self.fit_context():
+        with backend:
             est.fit(data.x_train, data.y_train)
         return est
 
@@ -68,17 +76,16 @@ class ForestSession(Session):
     def n_jobs(self) -> int:
         return self.config.workers
 
-    def fit_context(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
-
     def train_epoch(self, epoch: int) -> EpochStats:
         assert self.data is not None, "start() first"
+        self.epoch, self.fit_components = epoch, {}
         t0 = time.perf_counter()
         est = self.fit(self.data)
         seconds = time.perf_counter() - t0
         self.estimator = est
         loss = self.workload.train_loss(est, self.data)
-        return EpochStats(seconds=seconds, loss=loss, samples=self.samples_per_epoch)
+        return EpochStats(seconds=seconds, loss=loss, samples=self.samples_per_epoch,
+                          components=dict(self.fit_components))
 
     def evaluate(self) -> float:
         assert self.data is not None and self.estimator is not None, "train first"
@@ -90,10 +97,10 @@ class ForestSession(Session):
 
 
 class ThreadsSession(ForestSession):
-    def fit_context(self) -> AbstractContextManager[Any]:
+    def fit(self, data: Dataset) -> Any:
         from joblib import parallel_config
 
-        return parallel_config(backend="threading", n_jobs=self.n_jobs)
+        return self.fit_in(parallel_config(backend="threading", n_jobs=self.n_jobs), data)
 
 
 class ProcessesSession(ForestSession):
@@ -120,7 +127,7 @@ class ProcessesSession(ForestSession):
         self.notes["worker_pids"] = sorted(self.worker_pids)
 
     def fit(self, data: Dataset) -> Any:
-        est = super().fit(data)
+        est = self.fit_in(self.fit_context(), data)
         self._check_workers()
         return est
 

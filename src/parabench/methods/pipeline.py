@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 from parabench import hardware
@@ -82,10 +83,14 @@ class StagedMethod(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "exact"
+    # micro-batches are sliced from tensors: no DataLoader knobs (num_workers, pin_memory)
+    options: ClassVar[frozenset[str]] = frozenset(
+        {"precision", "stages", "microbatches", "schedule"}
+    )
 
+    @abstractmethod
     def stages_for(self, config: RunConfig) -> int | str:
         """The stage count of this case, or why the worker count does not fit."""
-        raise NotImplementedError
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         from parabench.distributed.data_parallel import global_batch
