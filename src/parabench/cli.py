@@ -7,6 +7,7 @@ Usage::
     parabench run [--workload W,..] [--method M,..] [--device cpu,cuda] [--workers 1,2]
                   [--batch-size N,..|auto] [--epochs N] [--profile tiny|quick|full]
                   [--repeats R] [--seed S] [--timeout SEC] [--out FILE.jsonl] [--resume]
+                  [--target-quality [Q|default] [--max-epochs N]]   # time to accuracy
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 2 usage error (one line on stderr saying what was wrong and what is valid). Argument parsing
@@ -17,14 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from parabench.config import AUTO, DEVICES, PROFILES, BatchSize, ConfigError
 from parabench.registry import UnknownNameError
+from parabench.target import DEFAULT as DEFAULT_TARGET
+from parabench.target import DEFAULT_MAX_EPOCHS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+DEFAULT_EPOCHS = 3
 
 
 class UsageError(Exception):
@@ -63,6 +68,32 @@ def _batch(text: str) -> BatchSize:
     return AUTO if text == AUTO else _positive_int(text)
 
 
+def _target(text: str) -> float | str:
+    if text == DEFAULT_TARGET:
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number or 'default'")
+    return value
+
+
+def _epochs(args: argparse.Namespace) -> int:
+    """Epochs per case: --epochs N (fixed), or --max-epochs N with --target-quality."""
+    if args.target_quality is None:
+        if args.max_epochs is not None:
+            raise UsageError("--max-epochs caps a --target-quality run; for a fixed count "
+                             "use --epochs N")
+        return args.epochs or DEFAULT_EPOCHS
+    if args.epochs is not None:
+        raise UsageError("--epochs N trains exactly N epochs, --target-quality stops when "
+                         "the target is reached; give its cap as --max-epochs N "
+                         f"(default {DEFAULT_MAX_EPOCHS})")
+    return args.max_epochs or DEFAULT_MAX_EPOCHS
+
+
 def _choice(valid: Sequence[str]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in valid:
@@ -95,8 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow workers x threads > cores (otherwise such cases are skipped)")
     p.add_argument("--batch-size", type=_csv(_batch, "batch sizes"), default=[None],
                    help="N[,N..] or 'auto' (default: the workload's)")
-    p.add_argument("--epochs", type=_positive_int, default=3,
-                   help="epochs per case; the first is warm-up (default: 3)")
+    p.add_argument("--epochs", type=_positive_int, default=None,
+                   help=f"epochs per case; the first is warm-up (default: {DEFAULT_EPOCHS}); "
+                        "not with --target-quality, which takes --max-epochs")
+    p.add_argument("--target-quality", type=_target, nargs="?", const=DEFAULT_TARGET,
+                   metavar="Q|default",
+                   help="time-to-accuracy mode: evaluate after every epoch, stop when held-out "
+                        "quality reaches Q (<= Q for lower-is-better metrics); 'default' or "
+                        "the bare flag: 0.97 x serial's quick-profile quality per workload")
+    p.add_argument("--max-epochs", type=_positive_int, default=None,
+                   help=f"with --target-quality: most epochs a case trains "
+                        f"(default: {DEFAULT_MAX_EPOCHS})")
     p.add_argument("--profile", type=_choice(PROFILES), default="quick",
                    help="data/model size: tiny, quick, full (default: quick)")
     p.add_argument("--repeats", type=_positive_int, default=1, help="repeats per case")
@@ -208,8 +248,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
     grid = Grid(
         workloads=args.workload, methods=args.method, devices=args.device,
-        workers=args.workers, batch_sizes=args.batch_size, epochs=args.epochs,
+        workers=args.workers, batch_sizes=args.batch_size, epochs=_epochs(args),
         profile=args.profile, repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
+        target_quality=args.target_quality,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args),
     )

@@ -14,6 +14,7 @@ Whether the *names* exist is the registry's business (:mod:`parabench.registry`)
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -111,6 +112,9 @@ class RunConfig:
     repeat: int = 0
     timeout_s: float = 600.0
     options: dict[str, Any] = field(default_factory=dict)
+    #: time-to-accuracy mode (parabench.target): stop at the first epoch whose held-out
+    #: quality reaches this; ``epochs`` is then the most epochs tried. None: fixed epochs
+    target_quality: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("workload", "method"):
@@ -133,6 +137,14 @@ class RunConfig:
             raise ConfigError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
         if self.timeout_s <= 0:
             raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.target_quality is not None and (
+            isinstance(self.target_quality, bool)
+            or not isinstance(self.target_quality, int | float)
+            or not math.isfinite(self.target_quality)
+        ):
+            raise ConfigError(
+                f"target_quality must be a finite number, got {self.target_quality!r}"
+            )
         if not isinstance(self.options, dict):
             raise ConfigError(f"options must be a mapping, got {type(self.options).__name__}")
         for name, value in self.options.items():
@@ -189,6 +201,7 @@ class RunConfig:
             self.seed,
             self.repeat,
             tuple(sorted((k, repr(v)) for k, v in self.options.items())),
+            self.target_quality,
         )
 
     def option(self, name: str, default: Any = None) -> Any:
@@ -200,6 +213,8 @@ class RunConfig:
     def label(self) -> str:
         bs = "default" if self.batch_size is None else self.batch_size
         opts = "".join(f" {k}={v}" for k, v in self.options.items() if k != "data_dir")
+        if self.target_quality is not None:
+            opts += f" target={self.target_quality:g}"
         return (
             f"{self.workload}/{self.method} {self.device} w={self.workers} "
             f"t={self.threads} bs={bs}{opts} r{self.repeat}"

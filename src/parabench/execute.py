@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from parabench.config import ConfigError, RunConfig
+from parabench.energy import EnergyMeter, open_meter
 from parabench.measure import self_max_rss_mb, tree_cpu_seconds
 from parabench.method import Session
 from parabench.registry import methods, workloads
 from parabench.result import QualityValue, Result
+from parabench.target import TargetTracker, tracker_for
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -69,6 +71,8 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None) ->
         "epoch_s": [], "loss": [], "components": {}, "status": "ok", "reason": ""
     }
     session: Session | None = None
+    meter = open_meter(config)
+    tracker = tracker_for(workload, config)  # None unless --target-quality
     try:
         session = method.session(workload, config)
         say("starting")
@@ -77,19 +81,32 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None) ->
         m["startup_s"] = time.perf_counter() - t0
         cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
         for epoch in range(config.epochs):
+            before = meter.read()  # counters read outside the session's epoch clock
             stats = session.train_epoch(epoch)
+            meter.add_epoch(before, meter.read())
             m["epoch_s"].append(stats.seconds)
             m["loss"].append(stats.loss)
             for name, seconds in stats.components.items():
                 m["components"].setdefault(name, []).append(seconds)
             say(f"epoch {epoch + 1}/{config.epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
-        wall = time.perf_counter() - wall0
+            if tracker is not None:  # held-out quality, evaluated off the epoch clock
+                stop = tracker.after_epoch(session)
+                say(tracker.status_line())
+                if stop:
+                    break
+        # per-epoch evaluations are not training: their wall and CPU time are left out
+        eval_wall, eval_cpu = (sum(tracker.eval_s), tracker.eval_cpu_s) if tracker else (0, 0)
+        wall = time.perf_counter() - wall0 - eval_wall
         cores = config.workers * session.threads_per_worker
-        m["cpu_efficiency"] = (tree_cpu_seconds(os.getpid()) - cpu0) / (wall * cores)
-        say("evaluating")
-        t0 = time.perf_counter()
-        value = session.evaluate()
-        m["eval_s"] = time.perf_counter() - t0
+        cpu = tree_cpu_seconds(os.getpid()) - cpu0 - eval_cpu
+        m["cpu_efficiency"] = cpu / (wall * cores)
+        if tracker is not None and tracker.eval_s:  # the last epoch's evaluation is final
+            value, m["eval_s"] = tracker.last_quality, tracker.eval_s[-1]
+        else:
+            say("evaluating")
+            t0 = time.perf_counter()
+            value = session.evaluate()
+            m["eval_s"] = time.perf_counter() - t0
         m["quality"] = QualityValue(
             name=workload.quality.name,
             value=value,
@@ -108,10 +125,12 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None) ->
     finally:
         if session is not None:
             session.close()
-    return _finish(config, session, m)
+        meter.close()
+    return _finish(config, session, m, meter, tracker)
 
 
-def _finish(config: RunConfig, session: Session | None, m: dict[str, Any]) -> Result:
+def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
+            meter: EnergyMeter, tracker: TargetTracker | None) -> Result:
     identity = _identity(config)
     extra: dict[str, Any] = {"self_max_rss_mb": self_max_rss_mb()}
     samples = None
@@ -122,6 +141,10 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any]) -> Re
         m["flops_per_sample"] = session.flops_per_sample
         extra.update(session.notes)
         m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
+    m["energy"] = meter.summary(samples)
+    if tracker is not None:  # what was reached so far, also when the case failed later
+        m["epoch_quality"] = list(tracker.qualities)
+        m["time_to_target"] = tracker.summary(m["epoch_s"], m.get("startup_s"), config.epochs)
     if "traceback" in m:
         extra["traceback"] = m.pop("traceback")
     if m.pop("config_error", False):

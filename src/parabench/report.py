@@ -41,6 +41,10 @@ class Row:
     quality: str = ""
     parity: str = "-"
     note: str = ""
+    #: time-to-target mode (parabench.target): median training seconds to the target over the
+    #: repeats that reached it (None: not reached, or the mode is off); rows rank by it
+    to_target_s: float | None = None
+    to_target: str = ""
 
 
 def _iqr(values: list[float]) -> float:
@@ -105,6 +109,7 @@ def summarize(results: Iterable[Result]) -> list[Row]:
         if base_key is not None and key in medians:
             speedup = medians[base_key] / medians[key]
         failed = len(rs) - len(ok)
+        to_target_s, to_target = _to_target(ok)
         rows.append(Row(
             workload=workload, method=method, device=device, workers=workers, batch_size=batch,
             options=options, repeats=len(ok), status="ok", parity=_parity(ok),
@@ -115,9 +120,28 @@ def summarize(results: Iterable[Result]) -> list[Row]:
             baseline=f"{BASELINE_METHOD}/{base_key[2]} bs={base_key[4]}" if base_key else None,
             quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
             note=f"{failed} repeat(s) not ok" if failed else "",
+            to_target_s=to_target_s, to_target=to_target,
         ))
+    if any(r.to_target for r in rows):  # time-to-target mode: fastest to the target first
+        return sorted(rows, key=lambda r: (r.workload, r.device, r.to_target_s is None,
+                                           r.to_target_s or 0.0, r.method, r.workers))
     return sorted(rows, key=lambda r: (r.workload, r.device, r.method != BASELINE_METHOD,
                                        r.method, r.workers, str(r.batch_size), r.options))
+
+
+def _to_target(ok: list[Result]) -> tuple[float | None, str]:
+    """Median train seconds to the target, and 'SEC (ep E, +START start)' or why not."""
+    runs = [t for r in ok if (t := r.time_to_target)]
+    hits = [t for t in runs if t.get("reached")]
+    if not hits:
+        return None, f"not reached ({runs[0]['epochs_run']} ep)" if runs else ""
+    train = statistics.median(t["train_s"] for t in hits)
+    text = f"{train:.2f}s (ep {statistics.median(t['epoch'] for t in hits):g}"
+    starts = [t["startup_s"] for t in hits if t.get("startup_s") is not None]
+    text += f", +{statistics.median(starts):.1f}s start)" if starts else ")"
+    if len(hits) < len(runs):
+        text += f" {len(hits)}/{len(runs)} reached"
+    return train, text
 
 
 def _baseline_key(key: tuple, medians: dict[tuple, float]) -> tuple | None:
@@ -147,6 +171,10 @@ def format_table(rows: list[Row]) -> str:
         lines.append((r.workload, r.method, r.device, str(r.workers), str(r.batch_size),
                       r.options, str(r.repeats), epoch, _fmt(r.samples_per_s, ",.0f"),
                       "-" if r.speedup is None else f"{r.speedup:.2f}x", r.parity, tail))
+    if any(r.to_target for r in rows):  # the column exists only in time-to-target mode
+        lines = [(*line[:-1], "to target" if i == 0 else rows[i - 1].to_target or "-", line[-1])
+                 for i, line in enumerate(lines)]
+        header = lines[0]
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
     out = []
     for row in lines:

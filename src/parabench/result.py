@@ -65,6 +65,14 @@ class Result:
     components: dict[str, list[float]] = field(default_factory=dict)
     #: forward + backward FLOPs per training sample (torch.utils.flop_counter)
     flops_per_sample: float | None = None
+    #: held-out quality after each epoch, aligned with ``epoch_s`` (time-to-target mode only)
+    epoch_quality: list[float | None] = field(default_factory=list)
+    #: time-to-target mode (see parabench.target): target, reached, epoch (1-based),
+    #: train_s (epoch times summed up to it), startup_s apart, or the reason it was not reached
+    time_to_target: dict[str, Any] | None = None
+    #: energy (see parabench.energy): source, joules_per_epoch, joules_per_sample (steady
+    #: epochs), by_source; null joules with the reason when no counter is readable here
+    energy: dict[str, Any] | None = None
     #: comparison with the serial baseline (see parabench.parity): status ok / failed /
     #: not-applicable, gap, tolerance, baseline
     parity: dict[str, Any] | None = None

@@ -29,6 +29,7 @@ from parabench.isolate import run_isolated
 from parabench.parity import assess
 from parabench.registry import methods, workloads
 from parabench.result import Result, append_result, read_results
+from parabench.target import resolve_target
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +50,9 @@ class Grid:
     oversubscribe: bool = False
     #: option name -> values to sweep (each a grid axis); see config.OPTIONS
     options: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    #: time-to-target mode: a quality, or "default" for each workload's own (parabench.target);
+    #: ``epochs`` is then the most epochs a case trains
+    target_quality: float | str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +96,7 @@ def plan(grid: Grid) -> list[Case]:
                     threads_per_worker=grid.threads_per_worker, batch_size=batch,
                     epochs=grid.epochs, profile=grid.profile, seed=grid.seed, repeat=repeat,
                     timeout_s=grid.timeout_s, options=options,
+                    target_quality=resolve_target(grid.target_quality, workloads.get(wl_name)),
                 )
                 cases.append(Case(config=config, skip_reason=_skip_reason(config, grid, cores)))
     return cases

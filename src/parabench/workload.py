@@ -75,6 +75,12 @@ class Workload(ABC):
     #: (measured and stated in the workload's module); sets the margin that methods with
     #: statistical parity must stay within (see :mod:`parabench.parity`)
     seed_spread: ClassVar[dict[str, float]] = {}
+    #: held-out quality serial reaches at the quick profile in 3 epochs (measured, listed in
+    #: the README); ``--target-quality default`` derives the target from it (parabench.target)
+    reference_quality: ClassVar[float | None] = None
+    #: False when every epoch retrains the same model from scratch (a seeded forest refit),
+    #: so more epochs cannot raise quality: time-to-target mode stops after the first
+    epochs_improve: ClassVar[bool] = True
 
     @abstractmethod
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
@@ -101,6 +107,7 @@ class EstimatorWorkload(Workload):
 
     family: ClassVar[str] = "estimator"
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn"})
+    epochs_improve: ClassVar[bool] = False
 
     @abstractmethod
     def build_estimator(self, profile: str, seed: int, n_jobs: int) -> Any:

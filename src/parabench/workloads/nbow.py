@@ -41,6 +41,8 @@ def vocab_size(data: Dataset) -> int:
 @workloads.register
 class NBoW(TorchWorkload):
     name: ClassVar[str] = "nbow"
+    #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
+    reference_quality: ClassVar[float | None] = 0.96
     description: ClassVar[str] = "EmbeddingBag + linear text classifier over padded token ids"
     lr: ClassVar[float] = 0.5
 

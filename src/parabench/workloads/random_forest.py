@@ -23,6 +23,8 @@ SIZES: dict[str, tuple[int, int, int, int]] = {
 @workloads.register
 class RandomForest(EstimatorWorkload):
     name: ClassVar[str] = "random_forest"
+    #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
+    reference_quality: ClassVar[float | None] = 0.834
     description: ClassVar[str] = "sklearn RandomForestClassifier, synthetic tabular data"
     quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
 

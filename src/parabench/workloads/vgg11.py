@@ -42,6 +42,8 @@ SIZES: dict[str, tuple[int, int, float, float]] = {
 @workloads.register
 class VGG11(TorchWorkload):
     name: ClassVar[str] = "vgg11"
+    #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
+    reference_quality: ClassVar[float | None] = 0.859
     description: ClassVar[str] = "torchvision vgg11_bn, 3x32x32 (224 at full), 10 classes"
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
     lr: ClassVar[float] = 0.02

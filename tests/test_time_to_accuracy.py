@@ -1,0 +1,307 @@
+"""Time-to-accuracy mode: per-epoch held-out quality, the first epoch reaching the target.
+
+The logic is checked on scripted sessions whose epoch times and qualities are fixed (so sums
+are exact); the real CLI and a real serial session check the plumbing end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from parabench import execute as execute_mod
+from parabench.config import ConfigError, RunConfig
+from parabench.method import EpochStats, Method, Session
+from parabench.registry import workloads
+from parabench.report import format_table, summarize
+from parabench.result import Result
+from parabench.runner import Grid, plan
+from parabench.target import TargetTracker, default_target, reached, resolve_target
+from parabench.workload import Dataset, Quality, Workload
+
+pytestmark = pytest.mark.cpu
+
+EPOCH_S = [1.0, 2.0, 4.0, 8.0, 16.0]  # powers of two: any wrong sum shows
+
+
+class Scripted(Workload):
+    """A workload whose quality after epoch k is ``curve[k]``: nothing is trained."""
+
+    name: ClassVar[str] = "scripted"
+    family: ClassVar[str] = "scripted"
+    quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
+    curve: ClassVar[list[float]] = [0.5, 0.7, 0.8, 0.85, 0.86]
+
+    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
+        x = np.zeros((10, 1), dtype=np.float32)
+        return Dataset(x_train=x, y_train=x[:, 0], x_test=x, y_test=x[:, 0])
+
+
+class ScriptedMSE(Scripted):
+    name: ClassVar[str] = "scripted_mse"
+    quality: ClassVar[Quality] = Quality(name="mse", higher_is_better=False)
+    curve: ClassVar[list[float]] = [0.09, 0.05, 0.03, 0.02, 0.019]
+
+
+class ScriptedRefit(Scripted):
+    """Like a seeded forest: every epoch is the same fit, so quality never moves."""
+
+    name: ClassVar[str] = "scripted_refit"
+    epochs_improve: ClassVar[bool] = False
+    curve: ClassVar[list[float]] = [0.8] * 5
+
+
+class ScriptedSession(Session):
+    EVAL_SLEEP = 0.02
+
+    def start(self) -> None:
+        self.samples_per_epoch = 10
+        self.trained = 0
+        self.evaluations = 0
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        self.trained += 1
+        return EpochStats(seconds=EPOCH_S[epoch], loss=1.0 / (epoch + 1), samples=10)
+
+    def evaluate(self) -> float:
+        time.sleep(self.EVAL_SLEEP)  # a slow evaluation must not leak into epoch times
+        self.evaluations += 1
+        return self.workload.curve[self.trained - 1]
+
+
+class ScriptedMethod(Method):
+    name: ClassVar[str] = "scripted_method"
+    families: ClassVar[frozenset[str]] = frozenset({"scripted"})
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        self.last = ScriptedSession(workload, config)
+        return self.last
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedMethod:
+    """execute() sees the scripted workloads and method (the real registries are untouched)."""
+    method = ScriptedMethod()
+    table = {w.name: w() for w in (Scripted, ScriptedMSE, ScriptedRefit)}
+
+    class Lookup:
+        def __init__(self, entries: dict[str, Any]) -> None:
+            self.entries = entries
+
+        def get(self, name: str) -> Any:
+            return self.entries[name]
+
+    monkeypatch.setattr(execute_mod, "workloads", Lookup(table))
+    monkeypatch.setattr(execute_mod, "methods", Lookup({method.name: method}))
+    return method
+
+
+def run(workload: str, target: float | None, max_epochs: int = 5) -> Result:
+    config = RunConfig(workload=workload, method="scripted_method", epochs=max_epochs,
+                       target_quality=target)
+    return execute_mod.execute(config)
+
+
+def test_a_method_that_reaches_the_target_stops_there_and_counts_the_warmup_once(
+    scripted: ScriptedMethod,
+) -> None:
+    result = run("scripted", target=0.8)
+    ttt = result.time_to_target
+    assert result.status == "ok" and ttt is not None
+    assert ttt["reached"] and ttt["epoch"] == 3 and ttt["stopped_early"]
+    assert ttt["train_s"] == 1.0 + 2.0 + 4.0  # epochs 1..3, warm-up included once
+    assert ttt["startup_s"] == result.startup_s and ttt["startup_s"] is not None
+    assert result.epoch_s == [1.0, 2.0, 4.0]  # evaluation (sleeps) kept off the epoch clock
+    assert result.epoch_quality == [0.5, 0.7, 0.8]
+    assert scripted.last.trained == 3 and scripted.last.evaluations == 3  # no extra evaluate
+    assert ttt["eval_s_total"] >= 3 * ScriptedSession.EVAL_SLEEP
+    assert result.quality is not None and result.quality.value == 0.8
+
+
+def test_a_method_that_never_reaches_it_says_so_after_max_epochs(
+    scripted: ScriptedMethod,
+) -> None:
+    result = run("scripted", target=0.9, max_epochs=4)
+    ttt = result.time_to_target
+    assert ttt is not None and not ttt["reached"]
+    assert ttt["reason"] == "not reached in 4 epochs"
+    assert ttt["train_s"] is None and ttt["epoch"] is None
+    assert result.epoch_quality == [0.5, 0.7, 0.8, 0.85] and ttt["best_quality"] == 0.85
+    assert len(result.epoch_s) == 4 and result.status == "ok"
+
+
+def test_lower_is_better_reaches_when_at_or_below_the_target(scripted: ScriptedMethod) -> None:
+    ttt = run("scripted_mse", target=0.03).time_to_target
+    assert ttt is not None and ttt["reached"] and ttt["epoch"] == 3
+    assert not ttt["higher_is_better"] and ttt["best_quality"] == 0.03
+    missed = run("scripted_mse", target=0.01).time_to_target
+    assert missed is not None and not missed["reached"] and missed["best_quality"] == 0.019
+
+
+def test_refit_workloads_time_the_first_fit_or_stop_after_it(scripted: ScriptedMethod) -> None:
+    hit = run("scripted_refit", target=0.75)
+    assert hit.time_to_target is not None and hit.time_to_target["epoch"] == 1
+    assert hit.time_to_target["train_s"] == 1.0 and hit.epoch_s == [1.0]
+    miss = run("scripted_refit", target=0.9)
+    assert miss.time_to_target is not None and not miss.time_to_target["reached"]
+    assert miss.time_to_target["reason"] == "not reached: every epoch refits the same model"
+    assert miss.epoch_s == [1.0]  # nine more identical fits would prove nothing
+
+
+def test_without_a_target_nothing_is_evaluated_per_epoch(scripted: ScriptedMethod) -> None:
+    result = run("scripted", target=None, max_epochs=3)
+    assert result.time_to_target is None and result.epoch_quality == []
+    assert scripted.last.evaluations == 1 and len(result.epoch_s) == 3
+
+
+def test_default_target_is_97_percent_of_serial_quick_quality() -> None:
+    assert default_target(workloads.get("mlp")) == pytest.approx(0.97 * 0.78)
+    assert default_target(workloads.get("random_forest")) == pytest.approx(0.97 * 0.834)
+    # lower is better: the target is above the reference, by the same factor
+    assert default_target(workloads.get("conv_autoencoder")) == pytest.approx(0.013 / 0.97)
+    for wl in workloads:
+        assert wl.reference_quality is not None, f"{wl.name} has no default target"
+    with pytest.raises(ConfigError, match="give --target-quality Q"):
+        default_target(Scripted())
+
+
+def test_resolving_targets() -> None:
+    mlp = workloads.get("mlp")
+    assert resolve_target(None, mlp) is None
+    assert resolve_target(0.5, mlp) == 0.5
+    assert resolve_target("default", mlp) == default_target(mlp)
+    with pytest.raises(ConfigError):
+        resolve_target(float("nan"), mlp)
+    assert reached(0.8, 0.8, True) and not reached(0.79, 0.8, True)
+    assert reached(0.01, 0.01, False) and not reached(0.02, 0.01, False)
+    assert not reached(None, 0.5, True) and not reached(float("nan"), 0.5, False)
+
+
+def test_the_planner_gives_each_workload_its_own_default_target() -> None:
+    cases = plan(Grid(workloads=["mlp", "conv_autoencoder"], methods=["serial"],
+                      profile="tiny", epochs=7, target_quality="default"))
+    targets = {c.config.workload: c.config.target_quality for c in cases}
+    assert targets == {"mlp": pytest.approx(0.7566),
+                       "conv_autoencoder": pytest.approx(0.013 / 0.97)}
+    assert all(c.config.epochs == 7 for c in cases)
+    # a target changes the case: --resume must not take a fixed-epoch result for it
+    plain = plan(Grid(workloads=["mlp"], methods=["serial"], profile="tiny", epochs=7))[0]
+    assert plain.config.key() != cases[0].config.key()
+
+
+def test_tracker_summary_of_a_run_cut_short() -> None:
+    tracker = TargetTracker(target=0.9, higher_is_better=True, qualities=[0.4, 0.6])
+    summary = tracker.summary([3.0, 1.0], startup_s=2.0, max_epochs=10)
+    assert summary["reason"] == "not reached in 2 epochs" and summary["max_epochs"] == 10
+
+
+def _result(method: str, train_s: float | None, epoch_s: float = 1.0) -> Result:
+    ttt = {"reached": train_s is not None, "train_s": train_s, "epoch": 2, "startup_s": 0.5,
+           "epochs_run": 2 if train_s else 10}
+    return Result(workload="mlp", method=method, device="cpu", workers=2, threads_per_worker=1,
+                  batch_size=64, epochs=10, profile="quick", seed=0, repeat=0, status="ok",
+                  epoch_s=[epoch_s, epoch_s], time_to_target=ttt)
+
+
+def test_summary_table_ranks_methods_by_time_to_target() -> None:
+    rows = summarize([_result("serial", 9.0), _result("ddp", None, epoch_s=0.1),
+                      _result("fedavg", 3.0)])
+    assert [r.method for r in rows] == ["fedavg", "serial", "ddp"]
+    table = format_table(rows)
+    assert "to target" in table.splitlines()[0]
+    assert "3.00s (ep 2, +0.5s start)" in table and "not reached (10 ep)" in table
+
+
+def test_results_keep_the_new_fields_and_old_results_still_load() -> None:
+    r = _result("serial", 2.0)
+    back = Result.from_dict(json.loads(r.to_json()))
+    assert back.time_to_target == r.time_to_target
+    old = json.loads(r.to_json())
+    for key in ("time_to_target", "epoch_quality", "energy"):
+        old.pop(key)
+    legacy = Result.from_dict(old)
+    assert legacy.time_to_target is None and legacy.epoch_quality == [] and legacy.energy is None
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "parabench", *args], capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--target-quality", "0.9", "--epochs", "3"], "give its cap as --max-epochs N"),
+        (["--max-epochs", "3"], "--max-epochs caps a --target-quality run"),
+        (["--target-quality", "high"], "'high' is not a finite number or 'default'"),
+        (["--target-quality", "nan"], "is not a finite number"),
+        (["--target-quality", "0.9", "--max-epochs", "0"], "--max-epochs"),
+    ],
+)
+def test_contradictory_or_bad_input_exits_2(args: list[str], expected: str) -> None:
+    proc = cli("run", "--workload", "mlp", "--method", "serial", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_cli_reports_time_to_target_for_a_real_serial_run(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "r.jsonl"
+    proc = cli("run", "--workload", "mlp", "--method", "serial", "--profile", "tiny",
+               "--target-quality", "0.3", "--max-epochs", "3", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text().splitlines()[-1])
+    ttt = result["time_to_target"]
+    assert ttt["reached"] and ttt["epoch"] == 1 and ttt["stopped_early"]  # chance is 0.1
+    assert result["epochs"] == 3 and len(result["epoch_s"]) == 1
+    assert ttt["train_s"] == result["epoch_s"][0] and result["epoch_quality"][0] >= 0.3
+    assert result["config"]["target_quality"] == 0.3
+    assert "to target" in proc.stdout and "(ep 1, +" in proc.stdout
+    assert result["energy"]["source"] is not None or result["energy"]["reason"]
+
+
+@pytest.fixture(scope="module")
+def serial_curve() -> Result:
+    """Serial mlp at tiny for 3 epochs against a target no accuracy can reach."""
+    pytest.importorskip("torch")
+    config = RunConfig(workload="mlp", method="serial", profile="tiny", epochs=3,
+                       threads_per_worker=1, target_quality=1.01)
+    return execute_mod.execute(config)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_a_target_above_serials_best_is_not_reached(serial_curve: Result) -> None:
+    ttt = serial_curve.time_to_target
+    assert serial_curve.status == "ok", serial_curve.reason
+    assert ttt is not None and not ttt["reached"] and ttt["reason"] == "not reached in 3 epochs"
+    assert len(serial_curve.epoch_quality) == 3 == len(serial_curve.epoch_s)
+    assert ttt["best_quality"] == max(serial_curve.epoch_quality) < 1.01
+    assert serial_curve.quality is not None
+    assert serial_curve.quality.value == serial_curve.epoch_quality[-1]
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_serials_own_best_is_reached_at_the_epoch_it_was_first_seen(
+    serial_curve: Result,
+) -> None:
+    curve = serial_curve.epoch_quality
+    best = max(q for q in curve if q is not None)
+    first = next(i for i, q in enumerate(curve) if q is not None and q >= best - 1e-6) + 1
+    config = RunConfig(workload="mlp", method="serial", profile="tiny", epochs=3,
+                       threads_per_worker=1, target_quality=best - 1e-6)
+    result = execute_mod.execute(config)
+    ttt = result.time_to_target
+    assert ttt is not None and ttt["reached"] and ttt["epoch"] == first
+    assert ttt["train_s"] == pytest.approx(sum(result.epoch_s[:first]))
+    assert len(result.epoch_s) == first  # stopped there
