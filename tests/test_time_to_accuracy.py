@@ -305,3 +305,14 @@ def test_serials_own_best_is_reached_at_the_epoch_it_was_first_seen(
     assert ttt is not None and ttt["reached"] and ttt["epoch"] == first
     assert ttt["train_s"] == pytest.approx(sum(result.epoch_s[:first]))
     assert len(result.epoch_s) == first  # stopped there
+
+
+def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    from parabench.distributed.launch import config_from, parse_args
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    base = ["--workload", "mlp", "--method", "ddp", "--out", "r.jsonl", "--epochs", "6"]
+    config = config_from(parse_args([*base, "--target-quality", "default"]), threads=1)
+    assert config.target_quality == pytest.approx(0.97 * 0.78) and config.epochs == 6
+    assert config_from(parse_args([*base, "--target-quality", "0.5"]), 1).target_quality == 0.5
+    assert config_from(parse_args(base), threads=1).target_quality is None

@@ -129,7 +129,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workload", required=True)
     p.add_argument("--method", required=True, help="a multi-process torch method (ddp, fsdp)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=3,
+                   help="epochs; with --target-quality the most epochs tried")
+    p.add_argument("--target-quality", default=None, metavar="Q|default",
+                   help="time-to-accuracy mode (see parabench.target)")
     p.add_argument("--profile", default="quick")
     p.add_argument("--batch-size", default=None, help="global batch: N or auto")
     p.add_argument("--threads", type=int, default=None,
@@ -154,15 +157,20 @@ def _option(text: str) -> tuple[str, Any]:
 
 def config_from(args: argparse.Namespace, threads: int) -> Any:
     from parabench.config import RunConfig
+    from parabench.registry import workloads
+    from parabench.target import DEFAULT, resolve_target
 
     batch: Any = args.batch_size
     if batch is not None and batch != "auto":
         batch = int(batch)
+    target = args.target_quality
+    target = resolve_target(target if target in (None, DEFAULT) else float(target),
+                            workloads.get(args.workload))
     return RunConfig(
         workload=args.workload, method=args.method, device=args.device,
         workers=int(os.environ["WORLD_SIZE"]), threads_per_worker=threads, batch_size=batch,
         epochs=args.epochs, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
-        options=dict(_option(o) for o in args.option),
+        options=dict(_option(o) for o in args.option), target_quality=target,
     )
 
 
