@@ -2,13 +2,21 @@
 
 Usage::
 
-    rows = summarize(results)          # one row per (workload, method, device, workers, batch)
+    rows = summarize(results, baselines=earlier_serial_results)
     print(format_table(rows))
 
-Speedup is the serial baseline's median steady-state epoch time divided by the method's, at
-equal work (same workload, device, profile and, where recorded, batch size); the baseline a
-row was compared with is named in the row. Medians are over repeats; the spread column is the
-interquartile range of the per-repeat medians (0 with a single repeat).
+One row per (workload, method, device, workers, batch, profile, options). Speedup is the
+serial baseline's median steady-state epoch time divided by the method's, at equal work (same
+workload, device, profile and, where recorded, batch size); the baseline is serial from the
+same results or, failing that, from ``baselines`` (e.g. the serial case already in ``--out``
+that parity was checked against). Medians are over repeats; the spread column is the
+interquartile range of the per-repeat medians (0 with a single repeat). ``*`` marks the
+fastest configuration whose parity holds (:mod:`parabench.recommend`). Cases a method cannot
+run at all (an unsupported workload) collapse into one ``n/a`` line; every other reason shows
+as one line (the result keeps the whole text).
+
+Other modules may add columns: a Row's ``extra`` maps a column header to its cell text, and
+a column shows when any row has it.
 """
 
 from __future__ import annotations
@@ -16,11 +24,16 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from parabench.parity import baseline_method
+from parabench.recommend import BASELINE_METHOD, data_options, group_key, recommend
 from parabench.result import Result
 
-BASELINE_METHOD = "serial"
+#: the reason Method.check gives for a workload the method cannot train at all
+UNSUPPORTED_MARK = " does not support workload "
+REASON_WIDTH = 100
+TO_TARGET = "to target"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +46,7 @@ class Row:
     options: str
     repeats: int
     status: str
+    profile: str = "-"
     epoch_s: float | None = None
     epoch_iqr_s: float | None = None
     samples_per_s: float | None = None
@@ -41,10 +55,17 @@ class Row:
     quality: str = ""
     parity: str = "-"
     note: str = ""
+    peak_rss_mb: float | None = None
+    peak_gpu_mb: float | None = None
+    #: the fastest configuration whose parity holds, in its workload/device/profile
+    fastest: bool = False
+    #: a skipped pair the method cannot run at all (summarised in one n/a line)
+    unsupported: bool = False
+    #: optional columns: header -> cell text
+    extra: dict[str, str] = field(default_factory=dict)
     #: time-to-target mode (parabench.target): median training seconds to the target over the
     #: repeats that reached it (None: not reached, or the mode is off); rows rank by it
     to_target_s: float | None = None
-    to_target: str = ""
 
 
 def _iqr(values: list[float]) -> float:
@@ -54,18 +75,13 @@ def _iqr(values: list[float]) -> float:
     return q[2] - q[0]
 
 
-def _options(r: Result) -> str:
-    opts = (r.config or {}).get("options", {})
-    return " ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k != "data_dir") or "-"
-
-
-#: options serial itself has: a method's speedup is against serial with the same ones
-BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
-
-
-def _data_options(options: str) -> str:
-    """The part of an options label the serial baseline must share."""
-    return " ".join(o for o in options.split() if o.split("=")[0] in BASELINE_OPTIONS)
+def one_line(text: str, width: int = REASON_WIDTH) -> str:
+    """A reason as one table cell: first line only, shortened; the result keeps it all."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if len(lines) > 1 and len(first) < width:
+        first += " ..."
+    return first if len(first) <= width else first[: width - 3] + "..."
 
 
 def _parity(rs: list[Result]) -> str:
@@ -77,54 +93,63 @@ def _parity(rs: list[Result]) -> str:
     return "ok" if worst["status"] == "ok" else f"FAILED {worst['gap']:+.3f}"
 
 
-def summarize(results: Iterable[Result]) -> list[Row]:
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> list[Row]:
+    results = list(results)
     groups: dict[tuple, list[Result]] = defaultdict(list)
     for r in results:
-        batch = "-" if r.batch_size is None else str(r.batch_size)
-        groups[(r.workload, r.method, r.device, r.workers, batch, r.profile, _options(r))
-               ].append(r)
+        groups[group_key(r)].append(r)
+    base_groups: dict[tuple, list[Result]] = defaultdict(list)
+    for b in baselines:
+        base_groups[group_key(b)].append(b)
 
-    medians: dict[tuple, float] = {}
-    for key, rs in groups.items():
-        times = [t for r in rs if r.status == "ok" and (t := r.median_epoch_s) is not None]
-        if times:
-            medians[key] = statistics.median(times)
-
+    medians = _medians(groups)
+    base_medians = {k: v for k, v in _medians(base_groups).items() if k not in medians}
+    fastest = {rec.best.key for rec in recommend(results, baselines) if rec.best}
     rows = []
     for key, rs in groups.items():
         workload, method, device, workers, batch, profile, options = key
         ok = [r for r in rs if r.status == "ok"]
+        ident = dict(workload=workload, method=method, device=device, workers=workers,
+                     batch_size=batch, options=options, profile=profile)
         if not ok:
             worst = rs[0]
-            rows.append(Row(workload=workload, method=method, device=device, workers=workers,
-                            batch_size=batch, options=options, repeats=len(rs),
-                            status=worst.status, note=worst.reason))
+            rows.append(Row(**ident, repeats=len(rs), status=worst.status,
+                            note=one_line(worst.reason),
+                            unsupported=worst.status == "skipped"
+                            and UNSUPPORTED_MARK in worst.reason))
             continue
         times = [t for r in ok if (t := r.median_epoch_s) is not None]
-        rates = [r.samples_per_s for r in ok if r.samples_per_s]
         qualities = [r.quality.value for r in ok if r.quality and r.quality.value is not None]
         q_name = ok[0].quality.name if ok[0].quality else ""
-        base_key = _baseline_key(key, medians)
+        base_key = (_baseline_key(key, medians) or _baseline_key(key, base_medians))
         speedup = None
         if base_key is not None and key in medians:
-            speedup = medians[base_key] / medians[key]
+            speedup = {**medians, **base_medians}[base_key] / medians[key]
         failed = len(rs) - len(ok)
         to_target_s, to_target = _to_target(ok)
         rows.append(Row(
-            workload=workload, method=method, device=device, workers=workers, batch_size=batch,
-            options=options, repeats=len(ok), status="ok", parity=_parity(ok),
+            **ident, repeats=len(ok), status="ok", parity=_parity(ok),
             epoch_s=statistics.median(times) if times else None,
             epoch_iqr_s=_iqr(times),
-            samples_per_s=statistics.median(rates) if rates else None,
+            samples_per_s=_median(r.samples_per_s for r in ok),
             speedup=speedup,
-            baseline=f"{BASELINE_METHOD}/{base_key[2]} bs={base_key[4]}" if base_key else None,
+            baseline=f"{base_key[1]}/{base_key[2]} bs={base_key[4]}" if base_key else None,
             quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
             note=f"{failed} repeat(s) not ok" if failed else "",
-            to_target_s=to_target_s, to_target=to_target,
+            peak_rss_mb=_median(r.peak_rss_mb for r in ok),
+            peak_gpu_mb=_median(r.peak_gpu_mb for r in ok),
+            fastest=key in fastest,
+            extra={TO_TARGET: to_target} if to_target else {}, to_target_s=to_target_s,
         ))
-    if any(r.to_target for r in rows):  # time-to-target mode: fastest to the target first
-        return sorted(rows, key=lambda r: (r.workload, r.device, r.to_target_s is None,
-                                           r.to_target_s or 0.0, r.method, r.workers))
+    if any(TO_TARGET in r.extra for r in rows):  # time-to-target mode: fastest to it first
+        return sorted(rows, key=lambda r: (r.workload, r.device, r.profile,
+                                           r.to_target_s is None, r.to_target_s or 0.0,
+                                           r.method, r.workers, str(r.batch_size)))
     return sorted(rows, key=lambda r: (r.workload, r.device, r.method != BASELINE_METHOD,
                                        r.method, r.workers, str(r.batch_size), r.options))
 
@@ -144,13 +169,23 @@ def _to_target(ok: list[Result]) -> tuple[float | None, str]:
     return train, text
 
 
+def _medians(groups: dict[tuple, list[Result]]) -> dict[tuple, float]:
+    medians = {}
+    for key, rs in groups.items():
+        times = [t for r in rs if r.status == "ok" and (t := r.median_epoch_s) is not None]
+        if times:
+            medians[key] = statistics.median(times)
+    return medians
+
+
 def _baseline_key(key: tuple, medians: dict[tuple, float]) -> tuple | None:
-    """Serial at the same batch and data options; else the same data options, any batch."""
-    workload, _method, device, _workers, batch, profile, options = key
-    data = _data_options(options)
+    """Serial (the method's baseline_method) at the same batch and data options; else the
+    same data options, any batch."""
+    workload, method, device, _workers, batch, profile, options = key
+    data = data_options(options)
     serial = [c for c in sorted(medians)
-              if c[:3] == (workload, BASELINE_METHOD, device) and c[5] == profile
-              and _data_options(c[6]) == data]
+              if c[:3] == (workload, baseline_method(method), device) and c[5] == profile
+              and data_options(c[6]) == data]
     exact = [c for c in serial if c[4] == batch]
     return (exact or serial or [None])[0]
 
@@ -159,26 +194,50 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def format_table(rows: list[Row]) -> str:
-    header = ("workload", "method", "device", "workers", "batch", "options", "n",
-              "epoch s (IQR)", "samples/s", "speedup", "parity", "quality / status")
-    lines = [header]
+def _memory(r: Row) -> str:
+    if r.peak_rss_mb is None:
+        return "-"
+    return f"{r.peak_rss_mb:,.0f}" + (f" +{r.peak_gpu_mb:,.0f}gpu" if r.peak_gpu_mb else "")
+
+
+def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
+    epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
+    tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
+    if r.status == "ok" and r.note:
+        tail += f" [{r.note}]"
+    return (r.workload, r.method + (" *" if r.fastest else ""), r.device, str(r.workers),
+            str(r.batch_size), r.profile, r.options, str(r.repeats), epoch,
+            _fmt(r.samples_per_s, ",.0f"), "-" if r.speedup is None else f"{r.speedup:.2f}x",
+            _memory(r), r.parity, *(r.extra.get(h, "-") for h in extra_headers), tail)
+
+
+def not_applicable(rows: Iterable[Row]) -> str:
+    """One line naming every unsupported workload x method pair, grouped by workload."""
+    pairs: dict[str, set[str]] = defaultdict(set)
     for r in rows:
-        epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
-        tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
-        if r.status == "ok" and r.note:
-            tail += f" [{r.note}]"
-        lines.append((r.workload, r.method, r.device, str(r.workers), str(r.batch_size),
-                      r.options, str(r.repeats), epoch, _fmt(r.samples_per_s, ",.0f"),
-                      "-" if r.speedup is None else f"{r.speedup:.2f}x", r.parity, tail))
-    if any(r.to_target for r in rows):  # the column exists only in time-to-target mode
-        lines = [(*line[:-1], "to target" if i == 0 else rows[i - 1].to_target or "-", line[-1])
-                 for i, line in enumerate(lines)]
-        header = lines[0]
+        if r.unsupported:
+            pairs[r.workload].add(r.method)
+    if not pairs:
+        return ""
+    parts = [f"{w} x {', '.join(sorted(ms))}" for w, ms in sorted(pairs.items())]
+    return f"n/a (method does not support the workload): {'; '.join(parts)}"
+
+
+def format_table(rows: list[Row]) -> str:
+    extra_headers = sorted({h for r in rows for h in r.extra})
+    header = ("workload", "method", "device", "workers", "batch", "profile", "options", "n",
+              "epoch s (IQR)", "samples/s", "speedup", "peak MB", "parity", *extra_headers,
+              "quality / status")
+    shown = [r for r in rows if not r.unsupported]
+    lines = [header, *(_cells(r, extra_headers) for r in shown)]
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
     out = []
     for row in lines:
         cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
         out.append("  ".join([*cells, row[-1]]).rstrip())
     out.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 16)
+    if any(r.fastest for r in shown):
+        out.append("* fastest configuration whose parity holds (per workload, device, profile)")
+    if na := not_applicable(rows):
+        out.append(na)
     return "\n".join(out)
