@@ -316,3 +316,26 @@ def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch
     assert config.target_quality == pytest.approx(0.97 * 0.78) and config.epochs == 6
     assert config_from(parse_args([*base, "--target-quality", "0.5"]), 1).target_quality == 0.5
     assert config_from(parse_args(base), threads=1).target_quality is None
+
+
+def test_a_killed_case_keeps_the_qualities_it_printed(tmp_path: Path) -> None:
+    """The runner salvages a timed-out worker's epochs; in this mode its qualities too."""
+    from parabench.isolate import _salvaged
+
+    log = tmp_path / "out.log"
+    tracker = TargetTracker(target=0.9, higher_is_better=True)
+    lines = ["starting"]
+    for epoch, quality in enumerate([0.41, 0.62], 1):
+        tracker.qualities.append(quality)
+        lines += [f"epoch {epoch}/10 {EPOCH_S[epoch - 1]:.3f}s loss 0.5000",
+                  tracker.status_line()]
+    log.write_text("\n".join(lines) + "\n")
+    config = RunConfig(workload="mlp", method="serial", epochs=10, target_quality=0.9)
+    result = _salvaged(config, "timeout", "killed", log)
+    assert result.status == "timeout" and result.epoch_s == [1.0, 2.0]
+    assert result.epoch_quality == [0.41, 0.62]
+    ttt = result.time_to_target
+    assert ttt is not None and ttt["reason"] == "not reached in 2 epochs"
+    assert ttt["max_epochs"] == 10 and ttt["startup_s"] is None
+    plain = _salvaged(config.replace(target_quality=None), "timeout", "killed", log)
+    assert plain.time_to_target is None and plain.epoch_quality == []

@@ -32,6 +32,7 @@ from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
 from parabench.execute import skipped
 from parabench.measure import TreeSampler
 from parabench.result import Result
+from parabench.target import salvage
 
 _EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ ([0-9.]+)s loss ([-0-9.eE+naninf]+)$")
 
@@ -70,12 +71,14 @@ def _tail(path: Path, lines: int = 1) -> str:
 def _salvaged(config: RunConfig, status: str, reason: str, out_log: Path) -> Result:
     """A result for a worker that died before writing one: keep the epochs it reported."""
     epoch_s, loss = [], []
-    for line in out_log.read_text(errors="replace").splitlines() if out_log.exists() else []:
+    lines = out_log.read_text(errors="replace").splitlines() if out_log.exists() else []
+    for line in lines:
         if m := _EPOCH_LINE.match(line.strip()):
             epoch_s.append(float(m.group(2)))
             loss.append(float(m.group(3)))
     base = skipped(config, reason)
-    return dataclasses.replace(base, status=status, epoch_s=epoch_s, loss=loss)
+    return dataclasses.replace(base, status=status, epoch_s=epoch_s, loss=loss,
+                               **salvage(config, lines, epoch_s))  # time-to-target mode
 
 
 def _ending(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,33 @@ def reached(value: float | None, target: float, higher_is_better: bool) -> bool:
     return value >= target if higher_is_better else value <= target
 
 
+#: the progress line :meth:`TargetTracker.status_line` prints after each evaluation
+QUALITY_LINE = re.compile(r"^quality (\S+), target ")
+
+
+def salvage(config: RunConfig, lines: list[str], epoch_s: list[float]) -> dict[str, Any]:
+    """``epoch_quality`` and ``time_to_target`` of a killed case, from its progress lines.
+
+    The runner keeps the epochs of a worker that died before writing its result (a timeout,
+    a crash); in time-to-target mode this keeps the qualities it had printed, so the result
+    says "not reached in N epochs" instead of nothing. Start-up is unknown there (None).
+    """
+    from parabench.registry import workloads
+
+    tracker = tracker_for(workloads.get(config.workload), config)
+    if tracker is None:
+        return {}
+    for line in lines:
+        if m := QUALITY_LINE.match(line.strip()):
+            value = None if m.group(1) == "none" else float(m.group(1))
+            tracker.qualities.append(value)
+            if tracker.reached_epoch is None and reached(value, tracker.target,
+                                                         tracker.higher_is_better):
+                tracker.reached_epoch = len(tracker.qualities)
+    return {"epoch_quality": list(tracker.qualities),
+            "time_to_target": tracker.summary(epoch_s, None, config.epochs)}
+
+
 def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:
     """The tracker of a case in time-to-target mode; None when ``target_quality`` is unset."""
     if config.target_quality is None:
@@ -108,7 +136,7 @@ class TargetTracker:
     def status_line(self) -> str:
         """One progress line about the epoch just evaluated."""
         value = self.last_quality
-        shown = "none" if value is None else f"{value:.4f}"
+        shown = "none" if value is None else f"{value:.6g}"
         line = f"quality {shown}, target {self.target:g}"
         if self.reached_epoch == len(self.qualities):
             return f"{line}: reached at epoch {self.reached_epoch}, stopping early"
