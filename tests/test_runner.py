@@ -132,23 +132,3 @@ def test_killed_runner_leaves_only_whole_lines_and_no_worker(
     lines = out.read_text().splitlines()
     assert len(lines) == 1 and lines[0].endswith("}")
     assert [r.workload for r in read_results(out)] == ["fault_ok"]
-
-
-def test_progress_shows_count_case_and_elapsed_only_on_a_terminal() -> None:
-    import io
-
-    from parabench.runner import Progress
-
-    class Tty(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    tty, pipe = Tty(), io.StringIO()
-    for stream in (tty, pipe):
-        p = Progress(total=3, stream=stream)
-        p.done = 1
-        p.show("mlp/serial cpu w=1", "epoch 2/3")
-        p.finish()
-    assert "[1/3]" in tty.getvalue() and "mlp/serial cpu w=1" in tty.getvalue()
-    assert "epoch 2/3" in tty.getvalue() and "s  " in tty.getvalue()
-    assert pipe.getvalue() == ""

@@ -21,6 +21,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from parabench.config import AUTO, DEVICES, PROFILES, BatchSize, ConfigError
@@ -104,7 +105,11 @@ def _choice(valid: Sequence[str]) -> Callable[[str], str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from parabench import __version__
+    from parabench.registry import methods, workloads
+
     parser = _Parser(prog="parabench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"parabench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("list", help="workloads and methods, and what can run here")
@@ -114,8 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("run", help="run a grid of cases (default: the quick sweep of everything)")
-    p.add_argument("--workload", type=_csv(str, "workload names"), help="default: all")
-    p.add_argument("--method", type=_csv(str, "method names"), help="default: all runnable")
+    p.add_argument("--workload", type=_csv(str, "workload names"),
+                   help=f"one or more of: {', '.join(workloads.names())} (default: all)")
+    p.add_argument("--method", type=_csv(str, "method names"),
+                   help=f"one or more of: {', '.join(methods.names())} (default: all; "
+                        "those that cannot run here are recorded as skipped)")
     p.add_argument("--device", type=_csv(_choice(DEVICES), "devices"),
                    help="cpu, cuda (default: cpu, plus cuda when a GPU is present)")
     p.add_argument("--workers", type=_csv(_positive_int, "worker counts"),
@@ -139,13 +147,36 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default: {DEFAULT_MAX_EPOCHS})")
     p.add_argument("--profile", type=_choice(PROFILES), default="quick",
                    help="data/model size: tiny, quick, full (default: quick)")
-    p.add_argument("--repeats", type=_positive_int, default=1, help="repeats per case")
+    p.add_argument("--repeats", type=_positive_int, default=1,
+                   help="repeats per case (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="data and model seed (default: 0)")
-    p.add_argument("--timeout", type=float, default=600.0, help="per-case timeout in seconds")
-    p.add_argument("--out", default="results.jsonl", help="JSON Lines file results append to")
+    p.add_argument("--timeout", type=float, default=600.0,
+                   help="per-case timeout in seconds (default: 600)")
+    p.add_argument("--out", default="results.jsonl",
+                   help="JSON Lines file results append to (default: results.jsonl)")
     p.add_argument("--resume", action="store_true", help="skip cases already recorded as ok")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the planned cases and an estimated time; run nothing")
+    p.add_argument("--report", metavar="DIR",
+                   help="write report.html / report.md / plots for this sweep into DIR")
+    p.add_argument("--tensorboard", metavar="DIR",
+                   help="write TensorBoard event files, one run per case, under DIR")
     _add_option_flags(p)
+    _add_report_commands(sub)
     return parser
+
+
+def _add_report_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="HTML + Markdown report with plots and a recommendation")
+    p.add_argument("results", nargs="+", metavar="RESULTS.jsonl", help="results file(s)")
+    p.add_argument("--out", default="report",
+                   help="folder for report.html, report.md and the PNGs (default: report)")
+    p = sub.add_parser("compare", help="throughput / parity changes from BASE to NEW; "
+                                       "exit 1 on a significant slowdown or new parity failure")
+    p.add_argument("base", metavar="BASE.jsonl")
+    p.add_argument("new", metavar="NEW.jsonl")
+    p.add_argument("--threshold", default="10%",
+                   help="slowdown that counts, as 10%% or 0.1 (default: 10%%)")
 
 
 _BOOLS = {"on": True, "true": True, "yes": True, "1": True,
@@ -254,9 +285,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args),
     )
-    results = run_grid(grid, out=args.out, resume=args.resume)
-    print(format_table(summarize(results)))
+    if args.dry_run:
+        return _dry_run(grid, args)
+    baselines = _earlier_baselines(args.out)
+    tensorboard = _tensorboard(args.tensorboard)
+    results = run_grid(grid, out=args.out, resume=args.resume,
+                       on_result=tensorboard.write if tensorboard else None)
+    print(format_table(summarize(results, baselines)))
     print(f"\n{len(results)} case(s); results in {args.out}")
+    if args.tensorboard:
+        print(f"TensorBoard event files: tensorboard --logdir {args.tensorboard}")
+    if args.report:
+        _write_report(results, args.report, baselines=baselines, sources=[args.out])
     bad_input = sorted({r.reason for r in results if r.extra.get("config_error")})
     for reason in bad_input:  # e.g. a --data-dir that does not hold the expected layout
         print(f"parabench: error: {reason}", file=sys.stderr)
@@ -265,10 +305,82 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(r.status in FAILED_STATUSES for r in results) else EXIT_OK
 
 
+def _dry_run(grid: object, args: argparse.Namespace) -> int:
+    from parabench.dryrun import describe_plan
+    from parabench.result import read_results
+    from parabench.runner import plan
+
+    print(describe_plan(plan(grid), list(read_results(args.out)), resume=args.resume))
+    return EXIT_OK
+
+
+def _earlier_baselines(out: str) -> list:
+    """Serial results already in --out: parity uses them, so the table's speedup does too."""
+    from parabench.recommend import is_baseline
+    from parabench.result import read_results
+
+    return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
+
+
+def _tensorboard(log_dir: str | None) -> object:
+    if log_dir is None:
+        return None
+    from parabench.tensorboard import TensorBoardLog
+
+    try:
+        return TensorBoardLog(log_dir)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _write_report(results: list, out_dir: str, *, baselines: Sequence = (),
+                  sources: Sequence[str] = ()) -> None:
+    from parabench.sweep_report import write_report
+
+    try:
+        files = write_report(results, out_dir, baselines=baselines, sources=sources)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    print("\n" + "\n".join(files.lines))
+    print(f"\nreport: {files.html}  (also {files.markdown.name} and {len(files.pngs)} PNGs)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from parabench.result import read_results
+
+    results = []
+    for path in args.results:
+        if not Path(path).is_file():
+            raise UsageError(f"results file {path} does not exist")
+        results += list(read_results(path))
+    if not results:
+        raise UsageError(f"no results in {', '.join(args.results)}")
+    _write_report(results, args.out, sources=args.results)
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from parabench.compare import compare, format_comparison, parse_threshold
+    from parabench.result import read_results
+
+    try:
+        threshold = parse_threshold(args.threshold)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for path in (args.base, args.new):
+        if not Path(path).is_file():
+            raise UsageError(f"results file {path} does not exist")
+    cmp = compare(read_results(args.base), read_results(args.new), threshold)
+    print(format_comparison(cmp))
+    return EXIT_FAILED if cmp.regressed else EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": cmd_list,
     "env": cmd_env,
     "run": cmd_run,
+    "report": cmd_report,
+    "compare": cmd_compare,
 }
 
 

@@ -37,6 +37,24 @@ BASELINE_METHOD = "serial"
 BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
 
 
+def is_baseline(method: str) -> bool:
+    """Whether ``method`` is a baseline others are compared with (``parity = "baseline"``)."""
+    from parabench.registry import methods
+
+    if method in methods:
+        return methods.get(method).parity == "baseline"
+    return method == BASELINE_METHOD
+
+
+def baseline_of(method: str) -> str:
+    """The baseline ``method`` is compared with: its ``baseline_method``, else serial."""
+    from parabench.registry import methods
+
+    if method in methods:
+        return getattr(methods.get(method), "baseline_method", BASELINE_METHOD)
+    return BASELINE_METHOD
+
+
 def options_label(r: Result) -> str:
     opts = (r.config or {}).get("options", {})
     return " ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k != "data_dir") or "-"
@@ -98,7 +116,7 @@ class Candidate:
 
 
 def _parity(method: str, rs: Sequence[Result]) -> tuple[str, float | None, float | None]:
-    if method == BASELINE_METHOD:
+    if is_baseline(method):
         return "base", None, None
     checked = [r.parity for r in rs if r.parity and r.parity.get("status") in ("ok", "failed")]
     if not checked:
@@ -148,7 +166,7 @@ class Recommendation:
 
 def baseline_for(cand: Candidate, pool: Sequence[Candidate]) -> Candidate | None:
     """Serial at the same batch and data options; else the same data options, any batch."""
-    serial = [c for c in pool if c.method == BASELINE_METHOD
+    serial = [c for c in pool if c.method == baseline_of(cand.method)
               and data_options(c.options) == data_options(cand.options)]
     exact = [c for c in serial if c.batch == cand.batch]
     return (exact or serial or [None])[0]
@@ -176,7 +194,7 @@ def _recommend_scope(scope: tuple[str, str, str], cands: list[Candidate]) -> Rec
                                                      if c.parity == "unchecked"))
     best = qualifying[0]
     faster = ranked[:ranked.index(best)]
-    base = best if best.method == BASELINE_METHOD else baseline_for(best, ranked)
+    base = best if is_baseline(best.method) else baseline_for(best, ranked)
     speedup = ci = None
     if base is not None:
         speedup = best.throughput / base.throughput
@@ -226,8 +244,8 @@ def describe(rec: Recommendation) -> list[str]:
             r = rec.runner_up
             verdict = "significant" if rec.significant else "not significant"
             why = "" if rec.testable or rec.significant else (
-                f"; {len(b.samples.values)} vs {len(r.samples.values)} samples can never be"
-                " (run more --repeats or --epochs)")
+                f"; {len(b.samples.values)} vs {len(r.samples.values)} samples can never reach"
+                " p < 0.05: run more --repeats or --epochs")
             lines.append(f"  runner-up: {r.label()}, {r.throughput:,.0f} samples/s "
                          f"({r.throughput / b.throughput:.2f}x the best); difference {verdict}"
                          f" (Mann-Whitney p={rec.runner_up_p:.2f}{why})")

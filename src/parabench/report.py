@@ -26,8 +26,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from parabench.parity import baseline_method
-from parabench.recommend import BASELINE_METHOD, data_options, group_key, recommend
+from parabench.recommend import (
+    baseline_of,
+    data_options,
+    group_key,
+    is_baseline,
+    recommend,
+)
 from parabench.result import Result
 
 #: the reason Method.check gives for a workload the method cannot train at all
@@ -150,7 +155,7 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
         return sorted(rows, key=lambda r: (r.workload, r.device, r.profile,
                                            r.to_target_s is None, r.to_target_s or 0.0,
                                            r.method, r.workers, str(r.batch_size)))
-    return sorted(rows, key=lambda r: (r.workload, r.device, r.method != BASELINE_METHOD,
+    return sorted(rows, key=lambda r: (r.workload, r.device, not is_baseline(r.method),
                                        r.method, r.workers, str(r.batch_size), r.options))
 
 
@@ -184,7 +189,7 @@ def _baseline_key(key: tuple, medians: dict[tuple, float]) -> tuple | None:
     workload, method, device, _workers, batch, profile, options = key
     data = data_options(options)
     serial = [c for c in sorted(medians)
-              if c[:3] == (workload, baseline_method(method), device) and c[5] == profile
+              if c[:3] == (workload, baseline_of(method), device) and c[5] == profile
               and data_options(c[6]) == data]
     exact = [c for c in serial if c[4] == batch]
     return (exact or serial or [None])[0]

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import sys
 import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
 from parabench.execute import skipped
 from parabench.isolate import run_isolated
 from parabench.parity import assess
+from parabench.progress import Progress
 from parabench.registry import methods, workloads
 from parabench.result import Result, append_result, read_results
 from parabench.target import resolve_target
@@ -112,46 +111,21 @@ def _skip_reason(config: RunConfig, grid: Grid, cores: int) -> str | None:
     return reason
 
 
-@dataclass
-class Progress:
-    """One self-rewriting status line on a terminal; silent when not a TTY."""
-
-    total: int
-    stream: TextIO = field(default_factory=lambda: sys.stderr)
-    enabled: bool | None = None
-    done: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    def __post_init__(self) -> None:
-        if self.enabled is None:
-            self.enabled = self.stream.isatty()
-
-    def show(self, label: str, detail: str = "") -> None:
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.started
-        line = f"[{self.done}/{self.total}] {elapsed:6.0f}s  {label}  {detail}"
-        self.stream.write("\r\x1b[2K" + line[:160])
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-
-
 def run_grid(
     grid: Grid,
     *,
     out: str | Path,
     resume: bool = False,
     progress: Progress | None = None,
+    on_result: Callable[[Result], None] | None = None,
 ) -> list[Result]:
     cases = plan(grid)
     previous = list(read_results(out))
     recorded = {r.case_key(): r for r in previous if r.status == "ok"} if resume else {}
     baselines = [r for r in previous if _is_baseline(r)]
-    progress = progress or Progress(total=len(cases))
+    runnable = sum(1 for c in cases
+                   if c.skip_reason is None and c.config.key() not in recorded)
+    progress = progress or Progress(total=len(cases), runnable=runnable)
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="parabench-") as tmp:
         for case in cases:
@@ -171,8 +145,9 @@ def run_grid(
                 if _is_baseline(result):
                     baselines.insert(0, result)  # the newest baseline wins
             results.append(result)
-            progress.done += 1
-            progress.show(label, result.status)
+            progress.case_done(label, result)
+            if on_result is not None:  # e.g. TensorBoard event files, written as cases end
+                on_result(result)
     progress.finish()
     return results
 

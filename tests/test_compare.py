@@ -1,0 +1,90 @@
+"""``parabench compare``: flags a planted slowdown and a new parity failure, passes a rerun."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parabench.compare import compare, parse_threshold
+from parabench.stats import mann_whitney_p
+from sweepdata import sweep, write
+
+pytestmark = pytest.mark.cpu
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "parabench", *args], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    return write(tmp_path / "base.jsonl", sweep(methods=("serial", "ddp"), workers=(1, 2),
+                                                 epochs=8))
+
+
+def test_an_identical_rerun_passes(base: Path, tmp_path: Path) -> None:
+    new = write(tmp_path / "new.jsonl", sweep(methods=("serial", "ddp"), workers=(1, 2),
+                                              epochs=8))
+    proc = cli("compare", str(base), str(new))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no regression among 3 matched case(s)" in proc.stdout
+
+
+def test_a_planted_30_percent_slowdown_exits_1(base: Path, tmp_path: Path) -> None:
+    results = sweep(methods=("serial",), epochs=8)
+    results += sweep(methods=("ddp",), workers=(1, 2), epochs=8, slow=1.3)
+    new = write(tmp_path / "new.jsonl", results)
+    proc = cli("compare", str(base), str(new), "--threshold", "10%")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    slower = [ln for ln in proc.stdout.splitlines() if "SLOWER 30%" in ln]
+    assert len(slower) == 2 and all("cnn/ddp" in ln for ln in slower)
+    assert "2 regression(s) among 3 matched case(s)" in proc.stdout
+    # the same files with a threshold above the slowdown pass
+    assert cli("compare", str(base), str(new), "--threshold", "40%").returncode == 0
+
+
+def test_a_new_parity_failure_exits_1_even_when_faster(base: Path, tmp_path: Path) -> None:
+    results = sweep(methods=("serial",), epochs=8)
+    results += sweep(methods=("ddp",), workers=(1, 2), epochs=8, slow=0.8, broken=True)
+    proc = cli("compare", str(base), str(write(tmp_path / "new.jsonl", results)))
+    assert proc.returncode == 1
+    assert proc.stdout.count("PARITY FAILED") == 2 and "ok->failed" in proc.stdout
+
+
+def test_noise_within_samples_is_not_a_regression() -> None:
+    base = sweep(methods=("ddp",), workers=(2,), epochs=3)
+    new = sweep(methods=("ddp",), workers=(2,), epochs=3, slow=1.3)
+    [change] = compare(base, new).changes
+    # 2 steady epochs per side can never be significant: reported, not failed
+    assert change.ratio == pytest.approx(1 / 1.3, rel=0.02) and not change.regressed
+    assert change.verdict == "same (not significant)"
+
+
+@pytest.mark.parametrize("text", ["ten", "150%", "-5%"])
+def test_a_bad_threshold_is_a_usage_error(base: Path, text: str) -> None:
+    proc = cli("compare", str(base), str(base), f"--threshold={text}")
+    assert proc.returncode == 2 and proc.stderr.startswith("parabench: error: threshold")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_file_is_a_usage_error(base: Path, tmp_path: Path) -> None:
+    proc = cli("compare", str(base), str(tmp_path / "nope.jsonl"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_threshold_parsing() -> None:
+    assert parse_threshold("10%") == pytest.approx(0.1)
+    assert parse_threshold("0.25") == pytest.approx(0.25)
+
+
+def test_mann_whitney_matches_scipy_where_scipy_is_exact_or_tied() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    cases = [([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]), ([1.0, 5.0, 2.0, 8.0], [3.0, 4.0, 9.0]),
+             ([1.0, 1.0, 2.0, 3.0], [2.0, 3.0, 3.0, 4.0, 5.0]), ([0.5] * 3 + [0.7], [0.6] * 4)]
+    for a, b in cases:
+        ref = scipy_stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        assert mann_whitney_p(a, b) == pytest.approx(ref, abs=1e-9)

@@ -1,0 +1,180 @@
+"""The summary table, the report's plots (read back from the figures) and ``parabench report``."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parabench.recommend import candidates
+from parabench.report import format_table, summarize
+from sweepdata import case, skipped, sweep, write
+
+pytestmark = pytest.mark.cpu
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "parabench", *args], capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+# --- the summary table ----------------------------------------------------------------------
+
+def test_table_has_memory_and_profile_and_marks_the_fastest_whose_parity_holds() -> None:
+    results = sweep(methods=("serial", "ddp"), workers=(1, 2))
+    results.append(case("cnn", "fedavg", 2, broken=True))  # fastest of all, but wrong
+    table = format_table(summarize(results))
+    header = table.splitlines()[0]
+    assert "peak MB" in header and "profile" in header
+    [marked] = [ln for ln in table.splitlines() if " * " in ln]
+    assert marked.split()[:4] == ["cnn", "ddp", "*", "cpu"] and "1,100" in marked
+    fedavg = next(ln for ln in table.splitlines() if ln.startswith("cnn") and "fedavg" in ln)
+    assert "*" not in fedavg and "FAILED" in fedavg and "tiny" in fedavg
+    assert "* fastest configuration whose parity holds" in table
+
+
+def test_speedup_uses_the_serial_case_already_in_the_out_file() -> None:
+    rerun = [case("cnn", "ddp", 2)]
+    earlier_serial = [case("cnn", "serial", 1)]
+    [row] = summarize(rerun)
+    assert row.speedup is None
+    [row] = summarize(rerun, baselines=earlier_serial)
+    expected = (case("cnn", "serial", 1).median_epoch_s / case("cnn", "ddp", 2).median_epoch_s)
+    assert row.speedup == pytest.approx(expected) and row.baseline.startswith("serial/cpu")
+    assert row.fastest  # its parity holds against that serial case
+
+
+def test_unsupported_pairs_collapse_into_one_na_line_and_reasons_are_one_line() -> None:
+    results = [case("cnn", "serial", 1),
+               skipped("cnn", "threads", "threads does not support workload cnn (torch)"),
+               skipped("cnn", "dask", "dask does not support workload cnn (torch)"),
+               skipped("mlp", "pipeline", "needs 4 cores\n  Traceback line 2\n  line 3")]
+    table = format_table(summarize(results))
+    assert "threads" not in table.split("n/a")[0] and "dask" not in table.split("n/a")[0]
+    assert "n/a (method does not support the workload): cnn x dask, threads" in table
+    pipeline = [ln for ln in table.splitlines() if "pipeline" in ln]
+    assert len(pipeline) == 1 and pipeline[0].endswith("skipped: needs 4 cores ...")
+    assert "Traceback" not in table
+
+
+def test_extra_columns_show_when_a_row_has_them() -> None:
+    [row] = summarize([case("cnn", "serial", 1)])
+    table = format_table([dataclasses.replace(row, extra={"time to target": "12.0 s"})])
+    assert "time to target" in table.splitlines()[0] and "12.0 s" in table
+
+
+# --- the plots, checked on the figure objects -----------------------------------------------
+
+def _lines(ax) -> dict[str, object]:  # label -> Line2D
+    return {ln.get_label(): ln for ln in ax.get_lines()}
+
+
+def test_scaling_plot_has_each_method_the_ideal_line_and_an_amdahl_prediction() -> None:
+    pytest.importorskip("matplotlib")
+    from parabench.sweep_report.plots import scaling_figure
+
+    cands = candidates(sweep(methods=("serial", "ddp", "pipeline"), workers=(1, 2, 4)))
+    ax = scaling_figure(cands).axes[0]
+    lines = _lines(ax)
+    assert {"serial", "ddp", "pipeline", "ideal (linear)"} <= set(lines)
+    assert ax.get_xlabel() == "workers" and ax.get_ylabel() == "speedup over serial"
+    [pred] = [k for k in lines if k.startswith("ddp Amdahl prediction @8")]
+    assert "serial fraction 0.1" in pred  # 1.1x overhead on f=0.1: the fit sees ~0.1
+    xs, ys = lines["ddp"].get_data()
+    assert list(xs) == [1, 2, 4]
+    ddp = {c.workers: c for c in cands if c.method == "ddp"}
+    serial = next(c for c in cands if c.method == "serial")
+    assert ys[1] == pytest.approx(ddp[2].throughput / serial.throughput)
+    assert lines[pred].get_data()[0][-1] == 8
+
+
+def test_component_memory_and_curve_plots_carry_the_right_series() -> None:
+    pytest.importorskip("matplotlib")
+    from parabench.sweep_report.plots import components_figure, curves_figure, memory_figure
+
+    results = sweep(methods=("serial", "ddp"), workers=(1, 2))
+    cands = candidates(results)
+    ax = components_figure(cands).axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["data", "forward", "backward", "optimizer", "communication"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["ddp w1 bs64", "ddp w2 bs64",
+                                                           "serial w1 bs64"]
+    mem = memory_figure(cands).axes[0]
+    heights = [p.get_height() for p in mem.patches]
+    assert heights == [750.0, 1100.0, 750.0]
+    curves = curves_figure(results).axes[0]
+    lines = _lines(curves)
+    assert set(lines) == {"serial w1 bs64", "ddp w1 bs64", "ddp w2 bs64"}
+    assert lines["serial w1 bs64"].get_color() == "black"
+    assert list(lines["ddp w2 bs64"].get_data()[1]) == pytest.approx(results[-1].loss)
+
+
+def test_batch_sweep_plot_appears_only_with_several_batch_sizes_and_stars_auto() -> None:
+    pytest.importorskip("matplotlib")
+    from parabench.sweep_report.plots import batch_figure, scope_figures
+
+    one = sweep(methods=("serial",))
+    assert batch_figure(candidates(one)) is None
+    auto = case("cnn", "serial", 1, batch=256)
+    auto = dataclasses.replace(auto, config={**auto.config, "batch_size": "auto"})
+    results = [*one, case("cnn", "serial", 1, batch=128), auto]
+    figs = scope_figures(candidates(results), results)
+    assert "batch" in figs
+    ax = figs["batch"].axes[0]
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    assert labels == ["serial w1", "serial w1 auto-picked batch"]
+    assert list(ax.get_lines()[0].get_data()[0]) == [64, 128, 256]
+
+
+# --- parabench report, run as a user runs it -------------------------------------------------
+
+def test_report_cli_writes_a_self_contained_page_with_the_answer_first(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    results = sweep(methods=("serial", "ddp", "fedavg"), workers=(1, 2, 4))
+    results.append(case("cnn", "fsdp", 4, broken=True, slow=0.5))
+    results.append(dataclasses.replace(case("cnn", "pipeline", 2), status="failed",
+                                       reason="RuntimeError: boom\nTraceback ..."))
+    src = write(tmp_path / "r.jsonl", results)
+    proc = cli("report", str(src), "--out", str(tmp_path / "rep"))
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.strip().splitlines()[0]
+    assert first.startswith("cnn on cpu (tiny): use fedavg with 4 workers")
+    assert f"report: {tmp_path / 'rep' / 'report.html'}" in proc.stdout
+    html = (tmp_path / "rep" / "report.html").read_text()
+    body = re.sub(r"<style>.*?</style>", "", html, flags=re.S)
+    text = re.sub(r"<[^>]+>", " ", body.split("<body>")[1])
+    assert text.split()[:3] == ["parabench", "report", "Recommendation"]
+    assert "FAILED parity, not recommended: fsdp with 4 workers" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing from the network
+    pngs = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert len(pngs) == 4 and all(base64.b64decode(p)[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert "RuntimeError: boom" in html and "Amdahl" in html and "PREDICTED at 8" in html
+    md = (tmp_path / "rep" / "report.md").read_text().splitlines()
+    assert md[:3] == ["# parabench report", "", "## Recommendation"]
+    assert md[4].startswith("- cnn on cpu (tiny): use fedavg with 4 workers")
+    assert sorted(p.name for p in (tmp_path / "rep").glob("*.png")) == [
+        "cnn-cpu-tiny-components.png", "cnn-cpu-tiny-curves.png", "cnn-cpu-tiny-memory.png",
+        "cnn-cpu-tiny-scaling.png"]
+
+
+def test_report_cli_usage_errors(tmp_path: Path) -> None:
+    proc = cli("report", str(tmp_path / "missing.jsonl"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_version_help_and_dry_run(tmp_path: Path) -> None:
+    assert cli("--version").stdout.strip().startswith("parabench ")
+    help_text = cli("run", "--help").stdout
+    assert "mlp" in help_text and "ddp" in help_text and "(default: 600)" in help_text
+    out = tmp_path / "r.jsonl"
+    proc = cli("run", "--workload", "mlp", "--method", "serial,ddp,threads", "--workers", "1,2",
+               "--profile", "tiny", "--dry-run", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "run   mlp/ddp cpu w=2" in proc.stdout and "skip  mlp/threads" in proc.stdout
+    assert "5 case(s) planned: 3 to run, 2 skipped; estimated" in proc.stdout
+    assert not out.exists()
