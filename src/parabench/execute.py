@@ -7,6 +7,11 @@ Usage::
 The runner starts ``python -m parabench.execute CONFIG_JSON RESULT_PATH`` in its own process
 group and reads RESULT_PATH afterwards; see :mod:`parabench.runner`. Whatever happens, the
 result keeps everything measured before the failure (start-up, finished epochs).
+
+Around each ``train_epoch`` the energy counters are read (:mod:`parabench.energy`), outside
+the session's own epoch clock. With ``config.target_quality`` set, each epoch is followed by
+a held-out evaluation, also off that clock, and training stops once the target is reached
+(:mod:`parabench.target`).
 """
 
 from __future__ import annotations
