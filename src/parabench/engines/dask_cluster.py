@@ -23,12 +23,20 @@ Usage (inside a Session)::
 Without an address, a ``LocalCluster`` of ``workers`` worker *processes* is started: the
 scheduler and the nannies live in this process, each worker process is a child of it, so the
 runner's memory sampler and its process-group kill see them all. Everything listens on
-127.0.0.1 and the dashboard is off. Workers get ``threads_per_worker`` threads and the same
-number in the BLAS/OpenMP thread variables (the fair budget), and no memory limit, so a nanny
-never pauses or restarts a worker in the middle of a timing (the runner records out-of-memory).
+127.0.0.1 only, the dashboard is off, and the cluster is private to the case: a per-case
+``Security.temporary()`` context (a throw-away CA and certificate, kept in memory) makes every
+connection mutual TLS, so another local user who finds the port cannot submit work (a Dask
+task is pickled code that the workers run as the benchmark user). Without the ``cryptography``
+package (part of the ``dask`` extra) the cluster falls back to plain TCP on loopback, which any
+local user could connect to, and the result's notes say so (``dask_security``).
+Workers get ``threads_per_worker`` threads and the same number in the BLAS/OpenMP thread
+variables (the fair budget), and no memory limit, so a nanny never pauses or restarts a worker
+in the middle of a timing (the runner records out-of-memory).
 
 With an address (``tcp://HOST:PORT``) the cluster is only connected to: ``close()``
 disconnects and leaves it running, and ``start()`` waits for ``workers`` workers to be there.
+Nothing listening there is a ``ConfigError`` ("nothing answers at HOST:PORT") within seconds,
+not Dask's own minutes of retries. Its security is the user's to set (Dask's configuration).
 
 A lost worker must end the case, not be silently absorbed: the local scheduler is created
 with ``allowed_failures=0`` (a task on a worker that dies errs with ``KilledWorker`` rather
@@ -48,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from parabench.engines.probe import require_listening
 from parabench.envinfo import THREAD_VARS
 
 if TYPE_CHECKING:
@@ -55,6 +64,7 @@ if TYPE_CHECKING:
 
 LOOPBACK = "127.0.0.1"
 CLOSE_TIMEOUT_S = 20.0
+DEFAULT_SCHEDULER_PORT = 8786
 
 
 class WorkerLost(RuntimeError):
@@ -75,6 +85,8 @@ class DaskCluster:
     initial_workers: frozenset[str] = field(default=frozenset(), init=False)
     #: pid -> create_time of the local worker processes (empty for an external cluster)
     worker_pids: dict[int, float] = field(default_factory=dict, init=False)
+    #: "tls (per-case certificate)", "plain tcp on loopback" or "external" (see the module doc)
+    security_mode: str = field(default="external", init=False)
 
     @classmethod
     def for_config(cls, config: RunConfig, **changes: Any) -> DaskCluster:
@@ -99,12 +111,19 @@ class DaskCluster:
 
         try:
             if self.external:
+                assert self.address is not None
+                if not self.address.startswith("inproc://"):
+                    require_listening(self.address, option="--dask-scheduler",
+                                      default_port=DEFAULT_SCHEDULER_PORT)
                 self.client = Client(
                     self.address, timeout=self.startup_timeout_s, set_as_default=False
                 )
             else:
-                self.cluster = self._local_cluster()
-                self.client = Client(self.cluster, set_as_default=False)
+                security = _case_security()
+                self.security_mode = "plain tcp on loopback" if security is None else \
+                    "tls (per-case certificate)"
+                self.cluster = self._local_cluster(security)
+                self.client = Client(self.cluster, security=security, set_as_default=False)
             self.client.wait_for_workers(self.workers, timeout=self.startup_timeout_s)
             self.initial_workers = self.worker_addresses()
             if not self.external:
@@ -114,7 +133,7 @@ class DaskCluster:
             raise
         return self.client
 
-    def _local_cluster(self) -> Any:
+    def _local_cluster(self, security: Any) -> Any:
         import dask
         from distributed import LocalCluster
 
@@ -135,6 +154,7 @@ class DaskCluster:
                 memory_limit=0,
                 silence_logs=logging.ERROR,
                 env=threads,
+                security=security,
             )
 
     def _record_worker_pids(self) -> None:
@@ -228,3 +248,14 @@ class DaskCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _case_security() -> Any:
+    """A fresh mutual-TLS context for one local cluster, or None without ``cryptography``."""
+    try:
+        import cryptography  # noqa: F401 - Security.temporary() needs it
+    except ImportError:
+        return None
+    from distributed.security import Security
+
+    return Security.temporary()

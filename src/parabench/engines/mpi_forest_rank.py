@@ -2,7 +2,7 @@
 
 Usage (what :mod:`parabench.methods.forest_mpi` runs; not meant to be started by hand)::
 
-    mpiexec -n 4 python -m parabench.engines.mpi_forest_rank \\
+    PARABENCH_MPI_KEY=<hex key> mpiexec -n 4 python -m parabench.engines.mpi_forest_rank \\
         --connect 127.0.0.1:PORT --config '{"workload": "random_forest", ...}'
 
 Every rank loads the case's data itself (the same seeded bytes) and keeps it for the life of
@@ -15,18 +15,26 @@ commands until told to stop, so the job (and its start-up) outlives any number o
   ``("error", message)`` when any rank failed, naming the rank.
 - ``("stop",)``: every rank leaves the loop and MPI finalizes.
 
-Messages on the socket are length-prefixed pickles (:func:`send_msg` / :func:`recv_msg`; the
-socket is loopback-only and both ends are this program). If the session goes away, rank 0
-aborts the whole job, so no rank outlives it; a rank that dies takes the job down through the
-launcher, and the session sees the socket close.
+The socket is a :class:`Channel`: loopback only, and authenticated with a per-case secret that
+the session hands the launcher in the environment (``PARABENCH_MPI_KEY``, hex; never on the
+command line, which every local user can read). Before anything else both ends prove they hold
+the key (a challenge-response over fresh nonces, HMAC-SHA256); a peer that fails is refused
+before a single byte of it is unpickled. Every message after that is a length-prefixed pickle
+carrying an HMAC over the connection's nonces, its direction and its sequence number, checked
+before unpickling. If the session goes away, rank 0 aborts the whole job, so no rank outlives
+it; a rank that dies takes the job down through the launcher, and the session sees the socket
+close.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import pickle
+import secrets
 import socket
 import struct
 import sys
@@ -35,23 +43,89 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+#: the environment variable that carries the channel key (hex) from the session to rank 0
+KEY_ENV = "PARABENCH_MPI_KEY"
 _HEADER = struct.Struct("!Q")
+_NONCE = 32
+_MAC = hashlib.sha256().digest_size
 
 
 class ChannelClosed(ConnectionError):
     """The other end of the command channel went away."""
 
 
-def send_msg(sock: socket.socket, obj: Any) -> None:
-    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_HEADER.pack(len(payload)) + payload)
+class ChannelRefused(ConnectionError):
+    """The peer did not prove it holds the case's key, or a message failed its check."""
 
 
-def recv_msg(sock: socket.socket, check: Callable[[], None] | None = None) -> Any:
-    """One message. With ``check``, the socket must have a timeout: ``check`` runs on every
-    timeout tick and raises to give up (peer process gone, deadline passed)."""
-    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, check))
-    return pickle.loads(_recv_exact(sock, size, check))
+def new_key() -> bytes:
+    return secrets.token_bytes(32)
+
+
+class Channel:
+    """An authenticated message channel over one connected socket; see the module doc.
+
+    ``Channel.accept(sock, key)`` (the listening side, which speaks first) and
+    ``Channel.connect(sock, key)`` run the handshake and raise :class:`ChannelRefused` when
+    the peer does not hold ``key``; nothing the peer sent has been unpickled by then.
+    """
+
+    def __init__(self, sock: socket.socket, key: bytes, *, side: bytes, nonces: bytes) -> None:
+        self.sock = sock
+        self._key = hmac.new(key, b"session-key" + nonces, hashlib.sha256).digest()
+        self._out, self._in = side, (b"R" if side == b"S" else b"S")
+        self._sent = self._received = 0
+
+    @classmethod
+    def accept(cls, sock: socket.socket, key: bytes, check: Callable[[], None] | None = None
+               ) -> Channel:
+        mine = secrets.token_bytes(_NONCE)
+        sock.sendall(mine)
+        answer = _recv_exact(sock, _MAC + _NONCE, check)
+        theirs = answer[_MAC:]
+        if not hmac.compare_digest(answer[:_MAC], _proof(key, b"R", mine)):
+            raise ChannelRefused("the peer does not hold the case's key")
+        sock.sendall(_proof(key, b"S", theirs))
+        return cls(sock, key, side=b"S", nonces=mine + theirs)
+
+    @classmethod
+    def connect(cls, sock: socket.socket, key: bytes, check: Callable[[], None] | None = None
+                ) -> Channel:
+        theirs = _recv_exact(sock, _NONCE, check)
+        mine = secrets.token_bytes(_NONCE)
+        sock.sendall(_proof(key, b"R", theirs) + mine)
+        if not hmac.compare_digest(_recv_exact(sock, _MAC, check), _proof(key, b"S", mine)):
+            raise ChannelRefused("the listening side does not hold the case's key")
+        return cls(sock, key, side=b"R", nonces=theirs + mine)
+
+    def _mac(self, direction: bytes, seq: int, payload: bytes) -> bytes:
+        head = direction + seq.to_bytes(8, "big")
+        return hmac.new(self._key, head + payload, hashlib.sha256).digest()
+
+    def send(self, obj: Any) -> None:
+        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        mac = self._mac(self._out, self._sent, payload)
+        self._sent += 1
+        self.sock.sendall(_HEADER.pack(len(payload)) + mac + payload)
+
+    def recv(self, check: Callable[[], None] | None = None) -> Any:
+        """One message. With ``check``, the socket must have a timeout: ``check`` runs on every
+        timeout tick and raises to give up (peer process gone, deadline passed)."""
+        head = _recv_exact(self.sock, _HEADER.size + _MAC, check)
+        (size,) = _HEADER.unpack(head[: _HEADER.size])
+        payload = _recv_exact(self.sock, size, check)
+        if not hmac.compare_digest(head[_HEADER.size:], self._mac(self._in, self._received,
+                                                                  payload)):
+            raise ChannelRefused("a message failed its authentication check")
+        self._received += 1
+        return pickle.loads(payload)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _proof(key: bytes, role: bytes, nonce: bytes) -> bytes:
+    return hmac.new(key, role + nonce, hashlib.sha256).digest()
 
 
 def _recv_exact(sock: socket.socket, size: int, check: Callable[[], None] | None) -> bytes:
@@ -101,10 +175,10 @@ class Rank:
         except Exception:  # noqa: BLE001 - reported to rank 0, which reports to the session
             return None, time.perf_counter() - t0, traceback.format_exc(limit=4)
 
-    def serve(self, sock: socket.socket | None) -> None:
-        """The command loop: rank 0 reads the socket, every rank follows its broadcast."""
+    def serve(self, channel: Channel | None) -> None:
+        """The command loop: rank 0 reads the channel, every rank follows its broadcast."""
         while True:
-            command = _next_command(self.comm, sock) if self.comm.rank == 0 else None
+            command = _next_command(self.comm, channel) if self.comm.rank == 0 else None
             command = self.comm.bcast(command, root=0)
             if command[0] == "stop":
                 return
@@ -112,15 +186,15 @@ class Rank:
                 part, seconds, error = self.fit()
                 gathered = self.comm.gather((part, seconds, error), root=0)
                 if self.comm.rank == 0:
-                    assert sock is not None
-                    send_msg(sock, _reply(gathered))
+                    assert channel is not None
+                    channel.send(_reply(gathered))
 
 
-def _next_command(comm: Any, sock: socket.socket | None) -> tuple[Any, ...]:
-    assert sock is not None
+def _next_command(comm: Any, channel: Channel | None) -> tuple[Any, ...]:
+    assert channel is not None
     try:
-        return tuple(recv_msg(sock))
-    except (ChannelClosed, OSError):
+        return tuple(channel.recv())
+    except (ChannelClosed, ChannelRefused, OSError):
         # the session is gone: take every rank down rather than leave them waiting
         print("rank 0: command channel lost; aborting the MPI job", file=sys.stderr, flush=True)
         comm.Abort(3)
@@ -153,16 +227,31 @@ def main(argv: list[str] | None = None) -> int:
         comm.Abort(2)  # one rank cannot load: no rank may hang in the barrier below
         return 2
     pids, shares = comm.gather(os.getpid(), root=0), comm.gather(rank.share, root=0)
-    sock = None
+    channel = None
     if comm.rank == 0:
-        host, port = args.connect.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=60)
-        sock.settimeout(None)  # rank 0 blocks on commands; the session owns the deadlines
-        send_msg(sock, ("ready", {"pids": pids, "shares": shares}))
-    rank.serve(sock)
-    if sock is not None:
-        sock.close()
+        try:
+            channel = _connect(args.connect)
+            channel.send(("ready", {"pids": pids, "shares": shares}))
+        except (OSError, ValueError):
+            traceback.print_exc()
+            comm.Abort(4)  # no session to serve: no rank may wait for commands
+            return 4
+    rank.serve(channel)
+    if channel is not None:
+        channel.close()
     return 0
+
+
+def _connect(address: str) -> Channel:
+    """Rank 0's authenticated channel to the session (the key from the environment)."""
+    key = bytes.fromhex(os.environ.pop(KEY_ENV, ""))
+    if not key:
+        raise ChannelRefused(f"{KEY_ENV} is not set: the session's channel needs its key")
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    channel = Channel.connect(sock, key)
+    sock.settimeout(None)  # rank 0 blocks on commands; the session owns the deadlines
+    return channel
 
 
 if __name__ == "__main__":
