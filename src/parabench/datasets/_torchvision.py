@@ -3,21 +3,18 @@
 Usage (from :mod:`parabench.datasets.vision` only; importing this module imports torchvision)::
 
     images, labels = LocalMNIST(raw_dir, train=True).data, ...
-    cifar = LocalCIFAR10(root, base_folder="cifar-10-batches-py", train=False)
 
-The subclasses change where the files are looked for and how their presence is checked, and
-nothing else: parsing stays torchvision's (``read_image_file`` / ``read_label_file`` for idx,
-the pickle reader for CIFAR). torchvision compares CIFAR files against the md5 sums of the
-official release, which would reject any other valid batch file (a subset, a re-export, the
-tiny files of the tests), so the integrity check is replaced by our layout check.
+The subclass changes where the files are looked for and how their presence is checked, and
+nothing else: parsing stays torchvision's (``read_image_file`` / ``read_label_file``). CIFAR-10
+is not read through torchvision: its reader unpickles batch files with the plain unpickler
+once the md5 check is off; :mod:`parabench.datasets.vision` reads them with a restricted one.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 
-from torchvision.datasets import CIFAR10, MNIST
+from torchvision.datasets import MNIST
 
 
 class LocalMNIST(MNIST):
@@ -39,27 +36,3 @@ class LocalMNIST(MNIST):
             os.path.isfile(os.path.join(self._raw_dir, os.path.splitext(name)[0]))
             for name, _ in self.resources
         )
-
-
-class LocalCIFAR10(CIFAR10):
-    """CIFAR-10 python batches under ``root/base_folder``; presence checked, md5 not."""
-
-    def __init__(self, root: str, *, base_folder: str, train: bool) -> None:
-        self.base_folder = base_folder
-        super().__init__(root, train=train, download=False)
-
-    def _check_integrity(self) -> bool:
-        return all(
-            os.path.isfile(os.path.join(self.root, self.base_folder, name))
-            for name, _ in self.train_list + self.test_list
-        )
-
-    def _load_meta(self) -> None:
-        # batches.meta only names the classes; without it the ten ids stay anonymous
-        path = os.path.join(self.root, self.base_folder, self.meta["filename"])
-        if os.path.isfile(path):
-            with open(path, "rb") as f:
-                self.classes = list(pickle.load(f, encoding="latin1")[self.meta["key"]])
-        else:
-            self.classes = [str(i) for i in range(10)]
-        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}

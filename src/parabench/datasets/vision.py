@@ -1,4 +1,5 @@
-"""Image datasets from a local path, read by torchvision's own readers (nothing downloaded).
+"""Image datasets from a local path (nothing downloaded): MNIST and image folders through
+torchvision's own readers, CIFAR-10 through a pickle reader that resolves no code.
 
 Usage::
 
@@ -10,6 +11,14 @@ Usage::
 
 Every problem with the files (missing, wrong layout, wrong magic number, truncated, cannot be
 decoded, one class only) is a :class:`DatasetError` naming the path and the expected layout.
+
+CIFAR-10's python batches are pickles, and unpickling runs whatever callables a file names.
+torchvision guards them with the official release's md5 sums, which would also refuse every
+other valid batch (a subset, a re-export, the tests' tiny files). Here every batch file,
+official or not, goes through an unpickler that resolves nothing but NumPy's array rebuilders
+(:class:`_BatchUnpickler`), so a file is read as data or refused with the reason
+("it references posix.system, which a CIFAR-10 batch never holds ..."): no file can run code,
+and no opt-out switch exists that could be left on.
 """
 
 from __future__ import annotations
@@ -185,19 +194,86 @@ def load_cifar10(root: str) -> Dataset:
 def _read_cifar_split(
     root: str, base: str, *, train: bool, layout: str
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    from parabench.datasets._torchvision import LocalCIFAR10
+    folder = os.path.join(root, base)
+    names = CIFAR_FILES[:-1] if train else CIFAR_FILES[-1:]
+    parts = [_read_cifar_batch(os.path.join(folder, name), layout) for name in names]
+    where = os.path.join(folder, "data_batch_1..5" if train else "test_batch")
+    x = np.concatenate([data for data, _ in parts]).reshape(-1, 3, 32, 32)  # rows are CHW
+    y = np.concatenate([labels for _, labels in parts])
+    n_classes = len(_cifar_classes(folder, layout))
+    _check_labels(x, y, n_classes, where, layout)
+    return np.ascontiguousarray(x), y, n_classes
 
-    where = os.path.join(root, base, "data_batch_1..5" if train else "test_batch")
+
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles only what a CIFAR batch holds: containers, strings, numbers, NumPy arrays.
+
+    A pickle can name any importable callable and have it called (``os.system`` is one
+    line), so a batch file from an untrusted source could run code as the benchmark user.
+    This reader resolves no global but NumPy's array/dtype rebuilders (which build data and
+    call nothing else) and ``_codecs.encode`` (how protocol-2 pickles store bytes), so any
+    file, official or not, is read as data or refused.
+    """
+
+    ALLOWED = frozenset({
+        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+        ("_codecs", "encode"),
+    })
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(
+                f"it references {module}.{name}, which a CIFAR-10 batch never holds "
+                "(unpickling it could run code), so it was not unpickled"
+            )
+        return super().find_class(module, name)
+
+
+def _unpickle_batch(path: str, layout: str) -> object:
     try:
-        ds = LocalCIFAR10(root, base_folder=base, train=train)
-    except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, IndexError,
-            AttributeError) as e:
-        raise DatasetError(f"{where}: not a CIFAR-10 python batch ({e!r}); {layout}") from e
-    # torchvision hands out HWC for PIL; the models take CHW
-    x = np.ascontiguousarray(np.asarray(ds.data, dtype=np.uint8).transpose(0, 3, 1, 2))
-    y = np.asarray(ds.targets, dtype=np.int64)
-    _check_labels(x, y, len(ds.classes), where, layout)
-    return x, y, len(ds.classes)
+        with open(path, "rb") as f:
+            return _BatchUnpickler(f, encoding="latin1").load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
+            AttributeError, MemoryError, OSError) as e:
+        raise DatasetError(f"{path}: not a CIFAR-10 python batch ({e}); {layout}") from e
+
+
+def _read_cifar_batch(path: str, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """(uint8 rows of 3072 channel-major bytes, int64 labels) of one batch file."""
+    entry = _unpickle_batch(path, layout)
+    data = entry.get("data") if isinstance(entry, dict) else None
+    labels = entry.get("labels") if isinstance(entry, dict) else None
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 \
+            or data.shape[1] != 3072:
+        got = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
+        raise DatasetError(
+            f"{path}: not a CIFAR-10 python batch ('data' must be uint8 rows of 3072 bytes, "
+            f"got {got}); {layout}"
+        )
+    try:
+        y = np.asarray(labels, dtype=np.int64).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise DatasetError(
+            f"{path}: not a CIFAR-10 python batch ('labels' must be integers: {e}); {layout}"
+        ) from e
+    if len(y) != len(data):
+        raise DatasetError(f"{path}: {len(data)} images but {len(y)} labels; {layout}")
+    return data, y
+
+
+def _cifar_classes(folder: str, layout: str) -> list[str]:
+    """The class names from batches.meta; without it the ten ids stay anonymous."""
+    path = os.path.join(folder, "batches.meta")
+    if not os.path.isfile(path):
+        return [str(i) for i in range(10)]
+    meta = _unpickle_batch(path, layout)
+    names = meta.get("label_names") if isinstance(meta, dict) else None
+    if not isinstance(names, list) or not names:
+        raise DatasetError(f"{path}: no 'label_names' list; {layout}")
+    return [str(name) for name in names]
 
 
 # ---- Image folders (Imagenette or any class-per-folder tree) --------------------------------

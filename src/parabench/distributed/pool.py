@@ -20,8 +20,12 @@ Usage::
 ``start()`` spawns ``world_size`` processes (spawn context, children of this process, so a
 runner's memory sampler and its process-group kill reach them) with the thread variables set
 to ``threads`` *before* they start, rendezvouses them with ``init_process_group`` through a
-TCP store that this process hosts on 127.0.0.1 (port picked by the OS: no race for a "free"
-port), binds ``cuda:<rank>`` on CUDA, and builds ``Class(ctx, **args)`` on every rank.
+TCP store that this process hosts on 127.0.0.1 only (port picked by the OS: no race for a
+"free" port; gloo's own sockets go on the loopback interface too), binds ``cuda:<rank>`` on
+CUDA, and builds ``Class(ctx, **args)`` on every rank. With ``backend="none"`` there is no
+torch process group (nor store): the pool hosts rank programs of other engines (TensorFlow's
+workers, :mod:`parabench.tf`), which rendezvous by themselves; ``rank_env`` gives each rank
+its own environment variables (e.g. ``TF_CONFIG``) before its program is built.
 
 ``call(name, **kwargs)`` sends one command per rank over its own Pipe and waits on the pipes
 *and* the process sentinels, so:
@@ -47,6 +51,7 @@ import contextlib
 import importlib
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -62,6 +67,9 @@ from parabench.distributed.rank import (
     set_threads,
     thread_env,
 )
+
+#: ``backend`` of a pool whose ranks form no torch process group (other engines' workers)
+NO_GROUP = "none"
 
 
 class WorkerError(RuntimeError):
@@ -89,6 +97,7 @@ class _Spec:
     store_port: int
     parent_pid: int
     timeout_s: float
+    rank_env: tuple[dict[str, str], ...] = ()
 
 
 def program_path(program: str | type) -> str:
@@ -123,6 +132,7 @@ class WorkerPool:
         timeout_s: float = 600.0,
         grace_s: float = 3.0,
         close_timeout_s: float = 15.0,
+        rank_env: list[dict[str, str]] | None = None,
     ) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -134,6 +144,7 @@ class WorkerPool:
         self.backend = backend or default_backend(device)
         self.device, self.threads, self.timeout_s = device, threads, timeout_s
         self.grace_s, self.close_timeout_s = grace_s, close_timeout_s
+        self.rank_env = tuple(rank_env or ())
         self.startup_s: float | None = None
         #: what each rank reported after set-up (threads really used, device, pid)
         self.rank_info: list[dict[str, Any]] = []
@@ -147,24 +158,23 @@ class WorkerPool:
     def start(self) -> WorkerPool:
         if self._state != "new":
             raise RuntimeError(f"pool already {self._state}")
-        import torch.distributed as dist
-        import torch.multiprocessing as tmp
-
         t0 = time.perf_counter()
         self._state = "running"
         atexit.register(self.close)
-        # This process hosts the store: the OS picks the port, so no other process can take
-        # it between "find a free port" and "bind" (the classic race).
-        self._store = dist.TCPStore(
-            "127.0.0.1", 0, is_master=True, wait_for_workers=False,
-            timeout=_td(self.timeout_s),
-        )
+        if self.backend != NO_GROUP:
+            import torch.distributed as dist
+            import torch.multiprocessing as mp  # its pickler shares tensors in replies
+
+            self._store = _loopback_store(dist, self.timeout_s)
+        else:
+            import multiprocessing as mp
         spec = _Spec(
             world_size=self.world_size, program=self.program, args=self.args,
             backend=self.backend, device=self.device, threads=self.threads,
-            store_port=self._store.port, parent_pid=os.getpid(), timeout_s=self.timeout_s,
+            store_port=0 if self._store is None else self._store.port, parent_pid=os.getpid(),
+            timeout_s=self.timeout_s, rank_env=self.rank_env,
         )
-        ctx = tmp.get_context("spawn")
+        ctx = mp.get_context("spawn")
         try:
             with thread_env(self.threads), _loopback_gloo():
                 for rank in range(self.world_size):
@@ -319,6 +329,28 @@ def _td(seconds: float) -> Any:
     return timedelta(seconds=seconds)
 
 
+def _loopback_store(dist: Any, timeout_s: float) -> Any:
+    """The rendezvous store, listening on 127.0.0.1 only.
+
+    ``TCPStore(host, ...)`` binds its server to every interface whatever ``host`` says
+    (``host`` is only where clients connect), so the socket is bound here and handed over.
+    The OS picks the port, so no other process can take it between "find a free port" and
+    "bind" (the classic race). The store has no authentication (torch offers none): loopback
+    keeps it off the network, not away from other local users.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    fd = listener.detach()  # the store owns the descriptor from here on
+    try:
+        return dist.TCPStore(
+            "127.0.0.1", port, is_master=True, wait_for_workers=False,
+            timeout=_td(timeout_s), master_listen_fd=fd,
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @contextlib.contextmanager
 def _loopback_gloo() -> Any:
     """Gloo on the loopback interface unless the user chose one (a pool is one machine)."""
@@ -337,27 +369,34 @@ def _loopback_gloo() -> Any:
 
 def _rank_main(rank: int, spec: _Spec, conn: Connection) -> None:
     die_with_parent(spec.parent_pid)
+    group = spec.backend != NO_GROUP
     try:
-        threads = set_threads(spec.threads)
-        import torch.distributed as dist
+        os.environ.update(spec.rank_env[rank] if spec.rank_env else {})
+        threads = spec.threads  # without a group the thread variables alone say it
+        if group:
+            threads = set_threads(spec.threads)
+            import torch.distributed as dist
 
-        store = dist.TCPStore(
-            "127.0.0.1", spec.store_port, is_master=False, timeout=_td(spec.timeout_s)
-        )
-        init_group(rank=rank, world_size=spec.world_size, local_rank=rank, device=spec.device,
-                   backend=spec.backend, timeout_s=spec.timeout_s, store=store)
+            store = dist.TCPStore(
+                "127.0.0.1", spec.store_port, is_master=False, timeout=_td(spec.timeout_s)
+            )
+            init_group(rank=rank, world_size=spec.world_size, local_rank=rank,
+                       device=spec.device, backend=spec.backend, timeout_s=spec.timeout_s,
+                       store=store)
         ctx = RankContext(rank=rank, world_size=spec.world_size, local_rank=rank,
                           device=spec.device, backend=spec.backend, threads=threads)
         program = resolve_program(spec.program)(ctx, **spec.args)
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
-    conn.send(("ok", {"pid": os.getpid(), "threads": threads, "device": str(ctx.torch_device())}))
+    device = str(ctx.torch_device()) if group else spec.device
+    conn.send(("ok", {"pid": os.getpid(), "threads": threads, "device": device}))
     try:
         _serve(program, conn)
     finally:
-        with contextlib.suppress(Exception):
-            dist.destroy_process_group()
+        if group:
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
     # Skip the interpreter's teardown of torch (seconds under load): the program's close()
     # and destroy_process_group already released what matters.
     sys.stdout.flush()
