@@ -65,13 +65,24 @@ def test_eta_counts_only_cases_that_ran() -> None:
 
 
 @pytest.mark.torch
-def test_a_piped_sweep_prints_one_progress_line_per_case(tmp_path: Path) -> None:
+def test_a_piped_sweep_prints_one_line_per_case_and_ends_with_the_report(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("tensorboard")
     proc = subprocess.run(
         [sys.executable, "-m", "parabench", "run", "--workload", "mlp", "--method", "serial",
-         "--repeats", "2", "--profile", "tiny", "--epochs", "1",
-         "--out", str(tmp_path / "r.jsonl")],
+         "--repeats", "2", "--profile", "tiny", "--epochs", "2",
+         "--out", str(tmp_path / "r.jsonl"), "--report", str(tmp_path / "rep"),
+         "--tensorboard", str(tmp_path / "tb")],
         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
     assert [ln[:5] for ln in progress] == ["[1/2]", "[2/2]"]
     assert all("mlp/serial" in ln and ": ok " in ln for ln in progress)
+    out = proc.stdout.strip().splitlines()
+    assert out[-1].startswith(f"report: {tmp_path / 'rep' / 'report.html'}")
+    assert any(ln.startswith("mlp on cpu (tiny): use serial") for ln in out)
+    assert (tmp_path / "rep" / "report.md").read_text().splitlines()[4].startswith(
+        "- mlp on cpu (tiny): use serial")
+    runs = sorted(p.name for p in (tmp_path / "tb" / "mlp").iterdir())
+    assert runs == ["serial-cpu-w1-bsdefault-r0", "serial-cpu-w1-bsdefault-r1"]
+    assert all(any(p.glob("events.out.tfevents.*")) for p in (tmp_path / "tb" / "mlp").iterdir())

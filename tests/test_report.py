@@ -110,7 +110,7 @@ def test_component_memory_and_curve_plots_carry_the_right_series() -> None:
     curves = curves_figure(results).axes[0]
     lines = _lines(curves)
     assert set(lines) == {"serial w1 bs64", "ddp w1 bs64", "ddp w2 bs64"}
-    assert lines["serial w1 bs64"].get_color() == "black"
+    assert lines["serial w1 bs64"].get_color() == "black"  # the baseline band
     assert list(lines["ddp w2 bs64"].get_data()[1]) == pytest.approx(results[-1].loss)
 
 

@@ -62,7 +62,7 @@ def _series(cands: list[Candidate]) -> dict[str, list[Candidate]]:
 
 def scaling_figure(cands: list[Candidate]) -> Any:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(8.4, 3.8))
     has_serial = any(is_baseline(c.method) for c in cands)
     max_w = max(c.workers for c in cands)
     for name, series in _series(cands).items():
@@ -82,10 +82,11 @@ def scaling_figure(cands: list[Candidate]) -> Any:
             max_w = max(max_w, n)
     ax.plot([1, max_w], [1, max_w], color="black", linewidth=0.8, linestyle=":",
             label="ideal (linear)")
+    ax.set_xticks(sorted({c.workers for c in cands} | {max_w}))
     ax.set_xlabel("workers")
     ax.set_ylabel("speedup over serial" if has_serial else "throughput / (per-worker rate)")
     ax.set_title("Scaling" + ("" if has_serial else " (no serial case: self-relative)"))
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
@@ -159,8 +160,11 @@ def curves_figure(results: list[Result]) -> Any | None:
     for r in ok[:12]:  # more lines than this are unreadable
         serial = is_baseline(r.method)
         label = f"{r.method} w{r.workers}" + ("" if r.batch_size is None else f" bs{r.batch_size}")
-        ax.plot(range(1, len(r.loss) + 1), r.loss, label=label, marker=".",
-                color="black" if serial else None, linewidth=2.2 if serial else 1.2)
+        # serial as a wide grey band underneath: methods that match it run inside the band
+        style = (dict(color="black", linewidth=5, alpha=0.3, zorder=1) if serial
+                 else dict(linewidth=1.2, zorder=2))
+        ax.plot(range(1, len(r.loss) + 1), r.loss, label=label, marker=".", **style)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss")
     ax.set_title("Learning curves (loss)")
@@ -173,6 +177,7 @@ def curves_figure(results: list[Result]) -> Any | None:
                     [q for q in qs if q is not None], marker=".",
                     label=f"{r.method} w{r.workers}",
                     color="black" if is_baseline(r.method) else None)
+        qa.xaxis.get_major_locator().set_params(integer=True)
         qa.set_xlabel("epoch")
         qa.set_ylabel(quality[0].quality.name if quality[0].quality else "quality")
         qa.set_title("Held-out quality per epoch")
