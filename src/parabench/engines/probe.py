@@ -6,6 +6,7 @@ Usage::
 
     require_listening("tcp://10.0.0.5:8786", option="--dask-scheduler", default_port=8786)
     require_listening("spark://h1:7077,h2:7077", option="--spark-master", default_port=7077)
+    check_external_engines(grid.options)     # the CLI: every address given, before any case
 
 Dask's client and Spark's driver retry an unreachable address for minutes (about 130 s and
 100 s) before failing with an error that does not name it. A refused or unanswered connect
@@ -17,6 +18,8 @@ when any of them answers. Only reachability is checked; what answers is the engi
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from parabench.config import ConfigError
@@ -58,3 +61,18 @@ def require_listening(address: str, *, option: str, default_port: int,
         f"{option} {address}: nothing answers at {', '.join(failures)}; start it first, "
         f"or leave {option} out to run a local one"
     )
+
+
+#: option name -> (its flag, the engine's default port, "is this value an address to probe?")
+EXTERNAL: dict[str, tuple[str, int, Callable[[str], bool]]] = {
+    "dask_scheduler": ("--dask-scheduler", 8786, lambda v: not v.startswith("inproc://")),
+    "spark_master": ("--spark-master", 7077, lambda v: v.startswith("spark://")),
+}
+
+
+def check_external_engines(options: Mapping[str, Sequence[Any]]) -> None:
+    """Probe every external engine address of a grid's options, before any case starts."""
+    for name, (flag, port, is_address) in EXTERNAL.items():
+        for value in options.get(name, ()):
+            if isinstance(value, str) and is_address(value):
+                require_listening(value, option=flag, default_port=port)
