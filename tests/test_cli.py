@@ -57,6 +57,8 @@ def test_env_reports_the_runtime() -> None:
         (["run", "--profile", "huge"], "'huge' is not one of tiny, quick, full"),
         (["run", "--device", "tpu"], "'tpu' is not one of cpu, cuda"),
         (["run", "--timeout", "0"], "--timeout must be > 0"),
+        (["run", "--timeout", "nan"], "--timeout must be > 0 and finite"),
+        (["run", "--timeout", "inf"], "--timeout must be > 0 and finite"),
         (["run", "--epochs", "0"], "--epochs"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
@@ -97,7 +99,9 @@ def test_a_failing_case_exits_1_and_skipped_cases_exit_0(
     assert proc.returncode == 1
     assert "failed: RuntimeError: boom in fit" in proc.stdout
 
-    proc = cli("run", "--workload", "fault_ok", "--method", "serial", "--device", "cuda",
+    # in a sweep, a case that cannot run here is a skip, not an error (a grid in which
+    # every case would be skipped is a usage error: tests/test_faults.py)
+    proc = cli("run", "--workload", "fault_ok", "--method", "serial", "--device", "cpu,cuda",
                "--profile", "tiny", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "skipped: serial runs fault_ok on cpu, not cuda" in proc.stdout
@@ -105,12 +109,24 @@ def test_a_failing_case_exits_1_and_skipped_cases_exit_0(
 
 def test_bad_data_dir_is_a_usage_error_recorded_in_the_results(tmp_path: Path) -> None:
     out = tmp_path / "res.jsonl"
-    proc = cli("run", "--workload", "mlp", "--method", "serial", "--profile", "tiny",
+    proc = cli("run", "--workload", "cnn", "--method", "serial", "--profile", "tiny",
                "--epochs", "1", "--data-dir", str(tmp_path / "missing"), "--out", str(out))
     assert proc.returncode == 2
-    assert "parabench: error: ConfigError: workload mlp is synthetic only" in proc.stderr
+    assert "parabench: error: " in proc.stderr and "missing" in proc.stderr
     [result] = read_results(out)
     assert result.status == "failed" and result.extra["config_error"] is True
+
+
+def test_data_dir_for_a_synthetic_only_workload_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "res.jsonl"
+    proc = cli("run", "--workload", "mlp", "--method", "serial", "--profile", "tiny",
+               "--data-dir", str(tmp_path), "--out", str(out))
+    assert proc.returncode == 2
+    assert "--data-dir applies to none of the selected methods (serial) or workloads (mlp)" \
+        in proc.stderr
+    assert not out.exists()
 
 
 def test_option_flags_sweep_as_grid_axes(tmp_path: Path) -> None:

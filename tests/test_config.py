@@ -30,6 +30,8 @@ def test_defaults_are_valid_and_threads_take_the_fair_share() -> None:
         ({"profile": "huge"}, "unknown profile 'huge'; valid: tiny, quick, full"),
         ({"threads_per_worker": 0}, "threads_per_worker must be >= 1"),
         ({"timeout_s": 0}, "timeout_s must be > 0"),
+        ({"timeout_s": float("nan")}, "timeout_s must be > 0 and finite"),
+        ({"timeout_s": float("inf")}, "timeout_s must be > 0 and finite"),
         ({"workload": ""}, "workload must be a non-empty name"),
     ],
 )

@@ -10,7 +10,10 @@ Usage::
                   [--target-quality [Q|default] [--max-epochs N]]   # time to accuracy
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
-2 usage error (one line on stderr saying what was wrong and what is valid). Argument parsing
+2 usage error (one line on stderr saying what was wrong and what is valid; found before any
+case starts where it can be), 130 interrupted by Ctrl-C (SIGINT), 143 stopped by SIGTERM.
+Either signal stops the running case (its whole process group) and keeps the results
+already written. Argument parsing
 lives in ``build_parser``; each subcommand is one ``cmd_<name>`` function.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,10 +35,21 @@ from parabench.target import DEFAULT_MAX_EPOCHS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_EPOCHS = 3
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # the shell's 130, 143
 
 
 class UsageError(Exception):
     """Bad command-line input; becomes one stderr line and exit code 2."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; unwinds like KeyboardInterrupt, so every ``finally`` runs (the case's
+    process group is killed, the temporary directory removed)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut cleanup short
+    raise Terminated
 
 
 class _Parser(argparse.ArgumentParser):
@@ -271,12 +286,14 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from parabench import preflight
+    from parabench.engines.probe import check_external_engines
     from parabench.report import format_table, summarize
     from parabench.result import FAILED_STATUSES
-    from parabench.runner import Grid, run_grid
+    from parabench.runner import Grid, plan, run_grid
 
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
+    preflight.check_timeout(args.timeout)
+    preflight.check_out(args.out)
     grid = Grid(
         workloads=args.workload, methods=args.method, devices=args.device,
         workers=args.workers, batch_sizes=args.batch_size, epochs=_epochs(args),
@@ -285,8 +302,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args),
     )
+    preflight.check_options(grid)
+    preflight.check_batch_sizes(grid)
     if args.dry_run:
         return _dry_run(grid, args)
+    check_external_engines(grid.options)  # nothing answers: exit 2 in seconds, not minutes
+    preflight.check_runnable(plan(grid))  # all before the first case starts
     baselines = _earlier_baselines(args.out)
     tensorboard = _tensorboard(args.tensorboard)
     results = run_grid(grid, out=args.out, resume=args.resume,
@@ -385,6 +406,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
@@ -398,7 +427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("parabench: interrupted; results recorded so far are kept", file=sys.stderr)
-        return 130
+        return EXIT_SIGINT
+    except Terminated:
+        print("parabench: terminated by SIGTERM; the running case was stopped, results "
+              "recorded so far are kept", file=sys.stderr)
+        return EXIT_SIGTERM
 
 
 if __name__ == "__main__":

@@ -135,8 +135,8 @@ class RunConfig:
         _require_int("repeat", self.repeat, 0)
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
             raise ConfigError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if not math.isfinite(self.timeout_s) or self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be > 0 and finite, got {self.timeout_s}")
         if self.target_quality is not None and (
             isinstance(self.target_quality, bool)
             or not isinstance(self.target_quality, int | float)

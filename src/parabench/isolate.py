@@ -8,7 +8,9 @@ The worker (``python -m parabench.execute``) gets the fair thread budget through
 environment variables, a fresh session (``start_new_session``) so that the whole group can be
 killed, and its memory is sampled from here. A crash, a hang past ``config.timeout_s`` or a
 kill by the out-of-memory killer each becomes a result with that status and a reason; every
-process the case started is gone when this returns.
+process the case started is gone when this returns. A worker killed by SIGKILL is called
+``oom`` only on evidence (the kernel's OOM-kill counters rose during the case); otherwise it
+is ``failed``, killed from outside the case.
 """
 
 from __future__ import annotations
@@ -81,17 +83,68 @@ def _salvaged(config: RunConfig, status: str, reason: str, out_log: Path) -> Res
                                **salvage(config, lines, epoch_s))  # time-to-target mode
 
 
+#: files holding the kernel's OOM-kill count: cgroup v2, cgroup v1, then machine-wide
+_OOM_SOURCES = (
+    ("/sys/fs/cgroup{cg}/memory.events", "oom_kill"),
+    ("/sys/fs/cgroup/memory{cg}/memory.oom_control", "oom_kill"),
+    ("/proc/vmstat", "oom_kill"),
+)
+
+
+def _own_cgroups() -> list[str]:
+    """This process's cgroup paths (v2 unified and v1 memory), "" for the root."""
+    paths = []
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers in ("", "memory"):
+                paths.append("" if path == "/" else path)
+    except (OSError, ValueError):
+        pass
+    return [*paths, ""]
+
+
+def oom_kill_counts() -> dict[str, int]:
+    """Every readable OOM-kill counter, by file; an empty dict when none is readable."""
+    counts: dict[str, int] = {}
+    for pattern, key in _OOM_SOURCES:
+        for cg in _own_cgroups() if "{cg}" in pattern else [""]:
+            path = pattern.format(cg=cg)
+            try:
+                for line in Path(path).read_text().splitlines():
+                    name, _, value = line.partition(" ")
+                    if name == key:
+                        counts[path] = int(value)
+            except (OSError, ValueError):
+                continue
+    return counts
+
+
+def _oom_evidence(before: dict[str, int], after: dict[str, int]) -> str | None:
+    """Which counter rose during the case (None: no evidence of an OOM kill)."""
+    for path, count in after.items():
+        if path in before and count > before[path]:
+            return f"{path} oom_kill {before[path]} -> {count}"
+    return None
+
+
 def _ending(
-    rc: int, timed_out: bool, config: RunConfig, peak_mb: float, err: str
+    rc: int, timed_out: bool, config: RunConfig, peak_mb: float, err: str,
+    oom_evidence: str | None = None,
 ) -> tuple[str, str]:
     """(status, reason) for a worker that ended without writing its result."""
     detail = f": {err}" if err else ""
     if timed_out:
         return "timeout", f"exceeded the {config.timeout_s:g}s case timeout; the case was killed"
-    if rc == -signal.SIGKILL:
+    if rc == -signal.SIGKILL and oom_evidence is not None:
         return "oom", (
-            f"killed by SIGKILL, most likely the out-of-memory killer (peak RSS {peak_mb:.0f} MB); "
+            f"killed by the out-of-memory killer ({oom_evidence}; peak RSS {peak_mb:.0f} MB); "
             "try a smaller --batch-size or profile"
+        )
+    if rc == -signal.SIGKILL:
+        return "failed", (
+            "killed by SIGKILL (signal 9) from outside the case; the kernel's OOM-kill "
+            f"counters did not rise (peak RSS {peak_mb:.0f} MB){detail}"
         )
     if rc < 0:
         return "failed", f"worker killed by {signal.Signals(-rc).name}{detail}"
@@ -110,6 +163,7 @@ def run_isolated(
     ]
     t0 = time.monotonic()
     timed_out = False
+    oom_before = oom_kill_counts()
     with out_log.open("wb") as out, err_log.open("wb") as err:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
@@ -136,7 +190,10 @@ def run_isolated(
     if result_path.exists():
         result = Result.from_dict(json.loads(result_path.read_text()))
     else:
-        status, reason = _ending(rc, timed_out, config, sampler.peak_rss_mb, _tail(err_log))
+        evidence = _oom_evidence(oom_before, oom_kill_counts())
+        status, reason = _ending(
+            rc, timed_out, config, sampler.peak_rss_mb, _tail(err_log), evidence
+        )
         result = _salvaged(config, status, reason, out_log)
     for path in (result_path, out_log, err_log):
         path.unlink(missing_ok=True)

@@ -100,6 +100,13 @@ class Method(ABC):
     #: so quality must be within a margin derived from serial's seed-to-seed spread;
     #: "baseline" - this is what the others are compared with.
     parity: ClassVar[str] = "exact"
+    #: the method (one with parity "baseline") whose results parity and speedup compare with:
+    #: TensorFlow's methods are compared with ``tf_serial``, everything else with ``serial``
+    baseline_method: ClassVar[str] = "serial"
+    #: the config.OPTIONS this method reads; an option given on the command line that no
+    #: selected method or workload reads is refused before anything runs. A plugin that
+    #: registers its own option (config.register_option) lists it here too.
+    options: ClassVar[frozenset[str]] = frozenset()
 
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families

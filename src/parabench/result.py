@@ -3,7 +3,7 @@
 Usage::
 
     append_result("results.jsonl", result)          # one write(2) of one whole line
-    for r in read_results("results.jsonl"): ...     # a torn last line is skipped, not fatal
+    for r in read_results("results.jsonl"): ...     # torn / foreign lines are skipped, not fatal
     Result.from_dict(json.loads(line))              # round-trips to_dict()
 
 Everything downstream (summary table, pytest-benchmark extra_info, asv tracks) reads these.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import statistics
 import warnings
@@ -118,10 +119,19 @@ class Result:
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, allow_nan=False, default=str)
+        """Strict JSON: a non-finite number becomes null, its path noted in ``extra``."""
+        data = self.to_dict()
+        replaced: list[str] = []
+        data = _finite(data, "", replaced)
+        if replaced:
+            data["extra"]["non_finite"] = sorted(set(data["extra"].get("non_finite", [])
+                                                     + replaced))
+        return json.dumps(data, sort_keys=True, allow_nan=False, default=str)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
+        if not isinstance(data, dict):
+            raise ValueError(f"not a result object: a JSON {type(data).__name__}")
         schema = data.get("schema")
         if schema != SCHEMA:
             raise ValueError(f"result schema {schema!r} is not supported (this is {SCHEMA})")
@@ -141,16 +151,38 @@ class Result:
             return None
 
 
+def _finite(value: Any, where: str, replaced: list[str]) -> Any:
+    """``value`` with every NaN / infinity replaced by None; their paths go to ``replaced``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        replaced.append(f"{where}={value!r}")
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{where}.{k}" if where else str(k), replaced)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v, f"{where}[{i}]", replaced) for i, v in enumerate(value)]
+    return value
+
+
+def _ends_torn(fd: int) -> bool:
+    """True when the file's last byte is not a newline (a writer died mid-line)."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
 def append_result(path: str | os.PathLike[str], result: Result) -> None:
     """Append one line with a single ``write`` on an O_APPEND descriptor, then fsync.
 
-    A runner killed at any moment leaves either the whole line or none of it (a reader also
-    skips a torn last line, for filesystems that do not promise that).
+    A runner killed at any moment leaves either the whole line or none of it. If an earlier
+    writer left a torn last line anyway, a newline is written first, so the damage stays on
+    its own line (which readers skip) instead of swallowing this result.
     """
     line = (result.to_json() + "\n").encode()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        if _ends_torn(fd):
+            line = b"\n" + line
         written = os.write(fd, line)
         if written != len(line):  # pragma: no cover - would need a full disk
             raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
@@ -160,11 +192,12 @@ def append_result(path: str | os.PathLike[str], result: Result) -> None:
 
 
 def read_results(path: str | os.PathLike[str]) -> Iterator[Result]:
-    """Every whole, parseable result in ``path``; damaged lines are reported and skipped."""
+    """Every whole, parseable result in ``path``; damaged or foreign lines are reported
+    and skipped (torn writes, non-JSON text, JSON that is not a parabench result)."""
     p = Path(path)
     if not p.exists():
         return
-    with p.open(encoding="utf-8") as fh:
+    with p.open(encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

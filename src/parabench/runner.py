@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from parabench.progress import Progress
 from parabench.registry import methods, workloads
 from parabench.result import Result, append_result, read_results
 from parabench.target import resolve_target
+from parabench.tempdirs import runner_tempdir
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,7 +127,7 @@ def run_grid(
                    if c.skip_reason is None and c.config.key() not in recorded)
     progress = progress or Progress(total=len(cases), runnable=runnable)
     results: list[Result] = []
-    with tempfile.TemporaryDirectory(prefix="parabench-") as tmp:
+    with runner_tempdir() as tmp:  # removed on every exit; stale ones of dead runners too
         for case in cases:
             label = case.config.label()
             if (previous := recorded.get(case.config.key())) is not None:
@@ -138,7 +138,7 @@ def run_grid(
             else:
                 progress.show(label)
                 result = run_isolated(
-                    case.config, workdir=Path(tmp), on_tick=lambda d, lb=label: progress.show(lb, d)
+                    case.config, workdir=tmp, on_tick=lambda d, lb=label: progress.show(lb, d)
                 )
                 result = dataclasses.replace(result, parity=assess(result, baselines))
                 append_result(out, result)

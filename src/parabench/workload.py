@@ -81,6 +81,8 @@ class Workload(ABC):
     #: False when every epoch retrains the same model from scratch (a seeded forest refit),
     #: so more epochs cannot raise quality: time-to-target mode stops after the first
     epochs_improve: ClassVar[bool] = True
+    #: the config.OPTIONS the workload itself reads (``data_dir`` where it has a real loader)
+    options: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
@@ -100,6 +102,11 @@ class Workload(ABC):
 
     def samples_per_epoch(self, data: Dataset) -> int:
         return data.n_train
+
+    def train_size(self, profile: str) -> int | None:
+        """Training samples of the synthetic data at ``profile``, known without building it
+        (None: not known up front). Lets the CLI refuse a batch larger than the set."""
+        return None
 
 
 class EstimatorWorkload(Workload):

@@ -36,7 +36,7 @@ from typing import ClassVar
 from parabench import hardware
 from parabench.config import RunConfig
 from parabench.distributed.session import DistributedTorchSession
-from parabench.method import Method, Session
+from parabench.method import TORCH_OPTIONS, Method, Session
 from parabench.registry import methods
 from parabench.workload import Workload
 
@@ -59,6 +59,9 @@ class FedAvg(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "statistical"
+    options: ClassVar[frozenset[str]] = frozenset(
+        {*TORCH_OPTIONS, "clients", "local_epochs", "split"}
+    )
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         if (reason := super().check(workload, config)) is not None:

@@ -282,6 +282,7 @@ class ThreadsTorchForest(HistForestMethod):
 @methods.register
 class TorchDaskForest(HistForestMethod):
     name: ClassVar[str] = "torch+dask"
+    options: ClassVar[frozenset[str]] = frozenset({"dask_scheduler"})
     description: ClassVar[str] = "torch histogram forest, trees split over Dask workers"
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "dask"})
     backend: ClassVar[str] = "torch"
@@ -294,6 +295,7 @@ class TorchDaskForest(HistForestMethod):
 @methods.register
 class DaskThreadsTorchForest(HistForestMethod):
     name: ClassVar[str] = "dask+threads+torch"
+    options: ClassVar[frozenset[str]] = frozenset({"dask_scheduler"})
     description: ClassVar[str] = "torch histogram forest: Dask workers x threads per worker"
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "dask"})
     backend: ClassVar[str] = "torch"

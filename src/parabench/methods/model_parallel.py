@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench import hardware
 from parabench.config import RunConfig
-from parabench.method import EpochStats, Method, Session
+from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
 from parabench.registry import methods
 from parabench.workload import TorchWorkload, Workload
 
@@ -178,6 +178,7 @@ class ModelParallel(Method):
     )
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
+    options: ClassVar[frozenset[str]] = frozenset({*TORCH_OPTIONS, "stages"})
     max_workers: ClassVar[int | None] = 1
     parity: ClassVar[str] = "exact"
 

@@ -16,7 +16,7 @@ import time
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
-from parabench.method import EpochStats, Method, Session
+from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
 from parabench.registry import methods
 from parabench.workload import Dataset, EstimatorWorkload, TorchWorkload, Workload
 
@@ -101,6 +101,7 @@ class Serial(Method):
     families: ClassVar[frozenset[str]] = frozenset({"torch", "estimator"})
     max_workers: ClassVar[int | None] = 1
     parity: ClassVar[str] = "baseline"
+    options: ClassVar[frozenset[str]] = frozenset(TORCH_OPTIONS)
 
     def devices_for(self, workload: Workload) -> tuple[str, ...]:
         # scikit-learn estimators have no CUDA path; only torch workloads move to the GPU

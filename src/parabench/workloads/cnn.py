@@ -56,6 +56,7 @@ class CNN(TorchWorkload):
     name: ClassVar[str] = "cnn"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.943
+    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
     description: ClassVar[str] = "2-conv + 2-fc ConvNet on 1x28x28 digits (MNIST or synthetic)"
     lr: ClassVar[float] = 0.02
 

@@ -37,6 +37,7 @@ class ConvAutoencoder(TorchWorkload):
     name: ClassVar[str] = "conv_autoencoder"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.013
+    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
     description: ClassVar[str] = "conv encoder/decoder reconstructing 1x28x28 images (MSE)"
     quality: ClassVar[Quality] = Quality(name="reconstruction_mse", higher_is_better=False)
     lr: ClassVar[float] = 3e-3

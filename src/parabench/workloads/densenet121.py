@@ -38,6 +38,7 @@ class DenseNet121(TorchWorkload):
     name: ClassVar[str] = "densenet121"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.974
+    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
     description: ClassVar[str] = "torchvision densenet121, 3xHxW (H 32/64/224), 10 classes"
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
     lr: ClassVar[float] = 0.02

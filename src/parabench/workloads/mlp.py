@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
 from parabench.workload import Dataset, TorchWorkload, no_real_data
-from parabench.workloads.tabular import tabular_classification
+from parabench.workloads.tabular import tabular_classification, tabular_train_size
 
 if TYPE_CHECKING:
     import torch
@@ -40,6 +40,9 @@ class MLP(TorchWorkload):
         return tabular_classification(
             n_samples=samples, n_features=features, n_classes=classes, seed=seed
         )
+
+    def train_size(self, profile: str) -> int | None:
+        return tabular_train_size(SIZES[profile][0])
 
     def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
         import torch

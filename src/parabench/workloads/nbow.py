@@ -43,6 +43,7 @@ class NBoW(TorchWorkload):
     name: ClassVar[str] = "nbow"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.96
+    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
     description: ClassVar[str] = "EmbeddingBag + linear text classifier over padded token ids"
     lr: ClassVar[float] = 0.5
 

@@ -103,6 +103,7 @@ class Seq2Seq(TorchWorkload):
     name: ClassVar[str] = "seq2seq"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.93
+    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
     description: ClassVar[str] = "GRU encoder-decoder, teacher forcing, token sequences"
     quality: ClassVar[Quality] = Quality(name="token_accuracy", higher_is_better=True)
     lr: ClassVar[float] = 3e-3

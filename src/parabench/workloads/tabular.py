@@ -11,9 +11,16 @@ The held-out 20 % is split off with the same seed (stratified), so it is never t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from parabench.workload import Dataset
+
+
+def tabular_train_size(n_samples: int, test_fraction: float = 0.2) -> int:
+    """Training rows :func:`tabular_classification` keeps (sklearn rounds the test part up)."""
+    return n_samples - math.ceil(test_fraction * n_samples)
 
 
 def tabular_classification(

@@ -44,6 +44,7 @@ class VGG11(TorchWorkload):
     name: ClassVar[str] = "vgg11"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.859
+    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
     description: ClassVar[str] = "torchvision vgg11_bn, 3x32x32 (224 at full), 10 classes"
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
     lr: ClassVar[float] = 0.02
