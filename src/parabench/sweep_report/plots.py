@@ -49,11 +49,15 @@ def _short(c: Candidate) -> str:
     return label + ("" if c.options == "-" else f" {c.options}")
 
 
+def _batch_order(batch: str) -> tuple[int, str]:
+    return (int(batch), "") if batch.isdigit() else (0, batch)
+
+
 def _series(cands: list[Candidate]) -> dict[str, list[Candidate]]:
     """Method (plus batch/options when they vary) -> its candidates by worker count."""
     vary = len({(c.batch, c.options) for c in cands}) > 1
     out: dict[str, list[Candidate]] = defaultdict(list)
-    for c in sorted(cands, key=lambda c: (c.method, c.batch, c.options, c.workers)):
+    for c in sorted(cands, key=lambda c: (c.method, _batch_order(c.batch), c.options, c.workers)):
         name = c.method if not vary else f"{c.method} bs{c.batch}" + (
             "" if c.options == "-" else f" {c.options}")
         out[name].append(c)
@@ -210,6 +214,8 @@ def batch_figure(cands: list[Candidate]) -> Any | None:
     for a, ylabel, title in ((ax, "samples/s", "Throughput vs batch size"),
                              (mx, "peak RAM MB", "Peak memory vs batch size")):
         a.set_xscale("log", base=2)
+        a.set_xticks(sorted(int(b) for b in batches), [str(b) for b in
+                                                       sorted(int(b) for b in batches)])
         a.set_xlabel("global batch size")
         a.set_ylabel(ylabel)
         a.set_title(title)
