@@ -8,6 +8,8 @@ Usage::
 A result is compared with the serial result of the same workload, profile, seed, epochs,
 global batch size and data options (data_dir, precision, DataLoader knobs do not change the
 math, but data_dir and precision do), on the same device when there is one, else on CPU.
+"Serial" is the method's ``baseline_method``: ``serial`` for all but TensorFlow's methods,
+which are compared with ``tf_serial`` (the same Keras model and loop without distribution).
 
 ``gap`` is the method's quality minus serial's, signed so that positive means better.
 Parity fails when the method is worse than serial by more than the tolerance:
@@ -35,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from parabench.recommend import baseline_of
 from parabench.registry import methods, workloads
 from parabench.result import Result
 
@@ -53,10 +56,11 @@ def _match_key(r: Result) -> tuple:
 
 
 def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:
-    """The serial result this one is compared with (same device preferred, else CPU)."""
+    """The baseline result this one is compared with (same device preferred, else CPU)."""
+    name = baseline_of(result.method)
     candidates = [b for b in baselines
-                  if b.status == "ok" and b.quality is not None and b.quality.value is not None
-                  and _match_key(b) == _match_key(result)]
+                  if b.method == name and b.status == "ok" and b.quality is not None
+                  and b.quality.value is not None and _match_key(b) == _match_key(result)]
     for device in (result.device, "cpu"):
         same = [b for b in candidates if b.device == device]
         if same:
@@ -82,9 +86,10 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
         return None
     base = baseline_for(result, baselines)
     if base is None:
+        name = baseline_of(result.method)
         return {"status": "not-applicable", "kind": kind,
-                "reason": "no serial result with the same workload, profile, seed, epochs, "
-                          "batch and data in this sweep; add --method serial"}
+                "reason": f"no {name} result with the same workload, profile, seed, epochs, "
+                          f"batch and data in this sweep; add --method {name}"}
     assert base.quality is not None and base.quality.value is not None
     q, q0 = result.quality.value, base.quality.value
     better_high = result.quality.higher_is_better
@@ -95,6 +100,6 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
         "kind": kind,
         "gap": gap,
         "tolerance": tol,
-        "baseline": f"serial/{base.device}",
+        "baseline": f"{base.method}/{base.device}",
         "baseline_quality": q0,
     }
