@@ -319,3 +319,69 @@ def test_every_option_is_read_by_some_method_or_workload() -> None:
     from parabench.preflight import readers_of
 
     assert [name for name in OPTIONS if not readers_of(name)] == []
+
+
+# --- the pieces, without a runner -------------------------------------------------------------
+
+def test_only_the_directories_of_dead_runners_are_swept(tmp_path: Path) -> None:
+    from parabench.tempdirs import PREFIX, remove_stale, runner_tempdir
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{PREFIX}{dead.pid}-abc"
+    live = tmp_path / f"{PREFIX}{os.getppid()}-def"  # pytest's parent: alive
+    other = tmp_path / "parabench-mnist-xyz"  # someone else's naming: never touched
+    for path in (stale, live, other):
+        path.mkdir()
+    assert remove_stale(tmp_path) == [stale]
+    assert live.exists() and other.exists()
+    with runner_tempdir(tmp_path) as mine:
+        assert mine.name.startswith(f"{PREFIX}{os.getpid()}-")
+    assert not mine.exists()
+
+
+def test_sigkill_is_oom_only_when_an_oom_kill_counter_rose() -> None:
+    from parabench.config import RunConfig
+    from parabench.isolate import _ending, _oom_evidence, oom_kill_counts
+
+    cfg = RunConfig(workload="mlp", method="serial", profile="tiny")
+    assert all(v >= 0 for v in oom_kill_counts().values())
+    assert _oom_evidence({"/x": 3}, {"/x": 3}) is None
+    assert _oom_evidence({}, {"/x": 1}) is None  # a counter not read before proves nothing
+    evidence = _oom_evidence({"/x": 3}, {"/x": 4})
+    assert evidence == "/x oom_kill 3 -> 4"
+    status, reason = _ending(-9, False, cfg, 500.0, "", evidence)
+    assert status == "oom" and "out-of-memory killer (/x oom_kill 3 -> 4" in reason
+    status, reason = _ending(-9, False, cfg, 500.0, "", None)
+    assert status == "failed"
+    assert reason.startswith("killed by SIGKILL (signal 9) from outside the case")
+
+
+def test_skips_inside_a_sweep_stay_skips_and_only_an_all_skipped_grid_is_refused(
+    fault_plugin: Path,
+) -> None:
+    from parabench.config import ConfigError
+    from parabench.preflight import check_runnable
+    from parabench.runner import Grid, plan
+
+    sweep = Grid(workloads=["fault_ok"], devices=["cpu", "cuda"], methods=["serial", "ddp"],
+                 profile="tiny")
+    check_runnable(plan(sweep))  # serial on cpu runs; the rest are skips, not an error
+    only_cuda = Grid(workloads=["fault_ok"], devices=["cuda"],
+                     methods=["ddp", "wide_serial"], profile="tiny")  # ddp is planned first
+    with pytest.raises(ConfigError) as info:
+        check_runnable(plan(only_cuda))
+    # the reason the user can act on comes first, not "ddp does not support fault_ok"
+    assert "fault_ok/wide_serial cuda" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_plugin_option_is_accepted_where_its_method_is_selected(fault_plugin: Path) -> None:
+    from parabench.config import ConfigError
+    from parabench.preflight import check_options
+    from parabench.runner import Grid
+
+    check_options(Grid(workloads=["fault_ok"], methods=["wide_serial"],
+                       options={"fault_knob": [2]}))
+    with pytest.raises(ConfigError, match="--fault-knob applies to none .* read by: wide_serial"):
+        check_options(Grid(workloads=["fault_ok"], methods=["serial"],
+                           options={"fault_knob": [2]}))
