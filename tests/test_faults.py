@@ -10,6 +10,7 @@ writes its helper's pid once it is inside ``fit``: the moment a test strikes) an
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -257,8 +258,10 @@ def test_a_non_finite_number_is_written_as_valid_json_with_the_reason(tmp_path: 
     data = json.loads(line, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
     assert torn == "torn" and data["loss"] == [0.5, None] and data["samples_per_s"] is None
     assert data["extra"]["non_finite"] == ["loss[1]=nan", "samples_per_s=inf"]
-    [back] = _results(out)
-    assert back.loss == [0.5, None]
+    [back] = _results(out)  # in memory the numbers are what they were
+    assert back.loss[0] == 0.5 and math.isnan(back.loss[1])
+    assert back.samples_per_s == float("inf")
+    assert json.loads(back.to_json()) == data  # and it writes the same strict line again
 
 
 # --- bad input: one line, exit 2, before anything runs --------------------------------------

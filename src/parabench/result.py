@@ -15,6 +15,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import statistics
 import warnings
 from collections.abc import Iterator
@@ -135,6 +136,8 @@ class Result:
         schema = data.get("schema")
         if schema != SCHEMA:
             raise ValueError(f"result schema {schema!r} is not supported (this is {SCHEMA})")
+        for entry in (data.get("extra") or {}).get("non_finite", []):
+            _restore(data, str(entry))  # the NaN / infinity to_json wrote as null
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if isinstance(values.get("quality"), dict):
@@ -162,6 +165,22 @@ def _finite(value: Any, where: str, replaced: list[str]) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v, f"{where}[{i}]", replaced) for i, v in enumerate(value)]
     return value
+
+
+def _restore(data: dict[str, Any], entry: str) -> None:
+    """Put back one ``path=value`` that :func:`_finite` replaced by None (best effort)."""
+    path, _, text = entry.rpartition("=")
+    steps = [int(s[1:-1]) if s.startswith("[") else s
+             for s in re.findall(r"\[\d+\]|[^.\[\]]+", path)]
+    try:
+        value = float(text)
+        target: Any = data
+        for step in steps[:-1]:
+            target = target[step]
+        if steps and target[steps[-1]] is None:
+            target[steps[-1]] = value
+    except (ValueError, KeyError, IndexError, TypeError):
+        pass  # a hand-edited entry: the null stays
 
 
 def _ends_torn(fd: int) -> bool:
