@@ -7,10 +7,18 @@ Usage::
 
 ``start()`` starts the Spark driver (a JVM, child of the case process) with master
 ``local[workers]`` (or the ``spark_master`` option), the UI and console progress bars off, the
-driver bound to 127.0.0.1, and ``workers`` shuffle/default partitions. The training and
-held-out data go into cached DataFrames there (rows of ``(row index, label, dense vector)``
-built straight from the NumPy arrays: no pandas round trip), so start-up holds the JVM launch
-and the data load. One epoch is one ``fit``; prediction is ``transform`` + ``collect``.
+driver bound to 127.0.0.1, and ``workers`` shuffle/default partitions (the JVM's block
+manager and its py4j gateway listen on 127.0.0.1 too, and with a local master the driver's
+ports require a per-case ``spark.authenticate`` secret). A ``spark://`` master that nothing
+answers at is a ``ConfigError`` ("nothing answers at HOST:PORT") within seconds, not Spark's
+own minutes of retries. A driver JVM that dies mid-case is reported as such ("the Spark JVM
+(pid N) died (SIGKILL) during the fit"), not as the ``ConnectionRefusedError`` py4j raises
+next.
+
+The training and held-out data go into cached DataFrames there (rows of ``(row index, label,
+dense vector)`` built straight from the NumPy arrays: no pandas round trip), so start-up holds
+the JVM launch and the data load. One epoch is one ``fit``; prediction is ``transform`` +
+``collect``.
 
 How the forest is matched to scikit-learn's ``RandomForestClassifier`` (the workload's
 estimator) as closely as Spark allows:
@@ -36,13 +44,18 @@ So parity is ``statistical``: held-out accuracy within a tolerance of serial's.
 from __future__ import annotations
 
 import os
+import secrets
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
 
 from parabench.config import RunConfig
+from parabench.engines.probe import require_listening
 from parabench.methods.forest_joblib import ForestSession, _ForestMethod
 from parabench.registry import methods
 from parabench.workload import Dataset, EstimatorWorkload
@@ -51,6 +64,7 @@ LOOPBACK = "127.0.0.1"
 MAX_BINS = 128
 SPARK_MAX_DEPTH = 30
 STOP_WAIT_S = 20.0
+JVM_EXIT_WAIT_S = 2.0
 
 
 class SparkForestModel:
@@ -62,8 +76,9 @@ class SparkForestModel:
         self.classes_ = np.arange(n_classes)
 
     def _transform(self, x: np.ndarray, column: str) -> list[Any]:
-        frame = self.session.frame_for(x)
-        rows = self.model.transform(frame).select("idx", column).collect()
+        with self.session.jvm_guard("prediction"):
+            frame = self.session.frame_for(x)
+            rows = self.model.transform(frame).select("idx", column).collect()
         rows.sort(key=lambda r: r[0])  # collect keeps partition order; the index makes sure
         return [r[1] for r in rows]
 
@@ -79,6 +94,8 @@ class SparkForestSession(ForestSession):
     def __init__(self, workload: EstimatorWorkload, config: RunConfig) -> None:
         super().__init__(workload, config)
         self.spark: Any = None
+        #: the driver JVM (a child of this process), watched so its death is named
+        self.jvm: subprocess.Popen[bytes] | None = None
         self.frames: dict[int, tuple[np.ndarray, Any]] = {}
 
     @property
@@ -86,9 +103,12 @@ class SparkForestSession(ForestSession):
         return self.config.option("spark_master") or f"local[{self.config.workers}]"
 
     def start_engine(self) -> None:
+        from pyspark import SparkContext
         from pyspark.sql import SparkSession
 
         assert self.data is not None
+        if self.master.startswith("spark://"):
+            require_listening(self.master, option="--spark-master", default_port=7077)
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)  # read by the JVM launch script
         parts = str(self.config.workers)
         builder = (
@@ -101,7 +121,20 @@ class SparkForestSession(ForestSession):
             .config("spark.sql.shuffle.partitions", parts)
             .config("spark.default.parallelism", parts)
         )
+        if self.master.startswith("local"):
+            # a per-case secret on the driver's RPC and block-transfer ports (the py4j gateway
+            # has pyspark's own token); set through the gateway, so it is never on a command line
+            builder = builder.config("spark.authenticate", "true").config(
+                "spark.authenticate.secret", secrets.token_hex(32))
         self.spark = builder.getOrCreate()
+        self.jvm = getattr(SparkContext._gateway, "proc", None)
+        if self.jvm is not None:
+            self.notes["spark_jvm_pid"] = self.jvm.pid
+        with self.jvm_guard("start-up"):
+            self._load()
+
+    def _load(self) -> None:
+        assert self.data is not None
         self.spark.sparkContext.setLogLevel("ERROR")
         self.notes["spark_master"] = self.master
         self.notes["spark_version"] = self.spark.version
@@ -154,8 +187,19 @@ class SparkForestSession(ForestSession):
             seed=self.config.seed,
         )
 
+    @contextmanager
+    def jvm_guard(self, what: str) -> Iterator[None]:
+        """Name a dead driver JVM, rather than the socket error py4j raises afterwards."""
+        try:
+            yield
+        except Exception as exc:
+            if (lost := jvm_death(self.jvm, what)) is not None:
+                raise lost from exc
+            raise
+
     def fit(self, data: Dataset) -> Any:
-        model = self.spark_estimator().fit(self.train_frame)
+        with self.jvm_guard("the fit"):
+            model = self.spark_estimator().fit(self.train_frame)
         n_classes = data.n_classes or int(np.max(data.y_train)) + 1
         return SparkForestModel(model, self, n_classes)
 
@@ -171,6 +215,27 @@ class SparkForestSession(ForestSession):
         except Exception:  # noqa: BLE001 - the JVM may already be gone; it is stopped below
             pass
         _stop_gateway(SparkContext)
+
+
+class SparkJVMLost(RuntimeError):
+    """The Spark driver JVM died while the case needed it."""
+
+
+def jvm_death(proc: subprocess.Popen[bytes] | None, what: str) -> SparkJVMLost | None:
+    """SparkJVMLost naming how the JVM ended, if it has (waits a moment for its exit)."""
+    if proc is None:
+        return None
+    try:
+        code = proc.wait(timeout=JVM_EXIT_WAIT_S)  # py4j may notice the socket first
+    except subprocess.TimeoutExpired:
+        return None
+    how = f"exit code {code}"
+    if code < 0:
+        try:
+            how = signal.Signals(-code).name
+        except ValueError:
+            how = f"signal {-code}"
+    return SparkJVMLost(f"the Spark JVM (pid {proc.pid}) died ({how}) during {what}")
 
 
 def _stop_gateway(context_class: Any) -> None:
@@ -202,4 +267,5 @@ class Spark(_ForestMethod):
     description: ClassVar[str] = "pyspark.ml RandomForestClassifier, local[workers] by default"
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "spark"})
     parity: ClassVar[str] = "statistical"
+    options: ClassVar[frozenset[str]] = frozenset({"spark_master"})
     session_class = SparkForestSession
