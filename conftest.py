@@ -25,6 +25,9 @@ MARKER_REQUIREMENTS = {
     "tf": "tf",
     "numba": "numba",
     "torch": "torch",
+    "xgboost": "xgboost",
+    "lightgbm": "lightgbm",
+    "cuml": "cuml",
 }
 _MEASURING_OPTIONS = (
     "benchmark_only", "benchmark_enable", "benchmark_json", "benchmark_save",

@@ -28,7 +28,8 @@ from parabench.registry import methods, workloads
 #: requirement -> pytest marker; a case gets the markers of what it needs
 REQUIREMENT_MARKERS = {
     "cuda": "cuda", "multigpu": "multigpu", "mpi": "mpi", "dask": "dask", "spark": "spark",
-    "tf": "tf", "numba": "numba", "torch": "torch",
+    "tf": "tf", "numba": "numba", "torch": "torch", "xgboost": "xgboost",
+    "lightgbm": "lightgbm", "cuml": "cuml",
 }
 BASELINE = "serial"
 

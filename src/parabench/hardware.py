@@ -30,6 +30,9 @@ REQUIREMENTS = (
     "java",
     "tf",
     "numba",
+    "xgboost",
+    "lightgbm",
+    "cuml",
 )
 
 
@@ -103,6 +106,14 @@ def _spark() -> str | None:
     return _module("pyspark", "spark") or _java()
 
 
+def _cuml() -> str | None:
+    # RAPIDS publishes cuML per CUDA major version, so there is no one extra to name
+    if importlib.util.find_spec("cuml") is None:
+        return ("cuml is not installed; pip install cuml-cu13 (or cuml-cu12, matching the "
+                "CUDA major version; Linux with an NVIDIA GPU)")
+    return None
+
+
 _PROBES: dict[str, Callable[[], str | None]] = {
     "sklearn": lambda: _module("sklearn", "all"),
     "torch": lambda: _module("torch", "torch"),
@@ -115,6 +126,9 @@ _PROBES: dict[str, Callable[[], str | None]] = {
     "java": _java,
     "tf": lambda: _module("tensorflow", "tf"),
     "numba": lambda: _module("numba", "numba"),
+    "xgboost": lambda: _module("xgboost", "xgboost"),
+    "lightgbm": lambda: _module("lightgbm", "lightgbm"),
+    "cuml": _cuml,
 }
 
 
