@@ -111,8 +111,11 @@ class TFProgram:
             self.model = keras_model(workload, keras_layout(workload, x).shape[1:], classes)
             self.optimizer = keras.optimizers.SGD(learning_rate=wl.lr, momentum=0.9)
             self.optimizer.build(self.model.trainable_variables)
-        self.x = tf.constant(keras_layout(workload, x))
-        self.y = tf.constant(y.astype(np.int32))
+        # one copy of the data: on this worker's device, or on the host under "mirrored",
+        # whose replicas each take their own batch from it
+        with tf.device("/cpu:0" if strategy == "mirrored" else None):
+            self.x = tf.constant(keras_layout(workload, x))
+            self.y = tf.constant(y.astype(np.int32))
         self.x_test = keras_layout(workload, x_test)
         self._sizes: dict[int, Any] = {}
         self._step = tf.function(self._distributed_step, reduce_retracing=True)
@@ -123,7 +126,8 @@ class TFProgram:
 
     def _replica_step(self, idx: Any, size: Any) -> Any:
         tf = self.tf
-        xb, yb = tf.gather(self.x, idx), tf.gather(self.y, idx)
+        with tf.device(self.x.device):  # gather where the data are; only the batch moves
+            xb, yb = tf.gather(self.x, idx), tf.gather(self.y, idx)
         with tf.GradientTape() as tape:
             logits = self.model(xb, training=True)
             per_sample = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=yb, logits=logits)
