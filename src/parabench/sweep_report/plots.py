@@ -121,7 +121,7 @@ def components_figure(cands: list[Candidate]) -> Any | None:
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set_ylabel("seconds per epoch (median of steady epochs)")
     ax.set_title("Time components")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper right")  # "best" is slow on big plots
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     fig.tight_layout()
     return fig
@@ -146,7 +146,7 @@ def memory_figure(cands: list[Candidate]) -> Any | None:
     ax.set_xticks(xs, labels, rotation=30, fontsize=7)
     ax.set_ylabel("MB")
     ax.set_title("Peak memory")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper right")  # "best" is slow on big plots
     fig.tight_layout()
     return fig
 
@@ -172,7 +172,7 @@ def curves_figure(results: list[Result]) -> Any | None:
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss")
     ax.set_title("Learning curves (loss)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper right")  # "best" is slow on big plots
     if quality:
         qa = axes[0][1]
         for r in quality[:12]:
@@ -185,7 +185,7 @@ def curves_figure(results: list[Result]) -> Any | None:
         qa.set_xlabel("epoch")
         qa.set_ylabel(quality[0].quality.name if quality[0].quality else "quality")
         qa.set_title("Held-out quality per epoch")
-        qa.legend(fontsize=7)
+        qa.legend(fontsize=7, loc="lower right")  # quality rises: keep the top clear
     fig.tight_layout()
     return fig
 
@@ -219,7 +219,7 @@ def batch_figure(cands: list[Candidate]) -> Any | None:
         a.set_xlabel("global batch size")
         a.set_ylabel(ylabel)
         a.set_title(title)
-        a.legend(fontsize=7)
+        a.legend(fontsize=7, loc="upper left")  # both rise with the batch
     fig.tight_layout()
     return fig
 
