@@ -88,3 +88,14 @@ def test_a_piped_sweep_prints_one_line_per_case_and_ends_with_the_report(tmp_pat
     assert [re.sub(r"bs\d+", "bsN", r) for r in runs] == ["serial-cpu-w1-bsN-r0",
                                                            "serial-cpu-w1-bsN-r1"]
     assert all(any(p.glob("events.out.tfevents.*")) for p in (tmp_path / "tb" / "mlp").iterdir())
+
+
+def test_without_rich_a_terminal_gets_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "rich", None)  # import fails as if not installed
+    monkeypatch.setitem(sys.modules, "rich.console", None)
+    tty = Tty()
+    p = Progress(total=1, stream=tty)
+    p.show("mlp/serial cpu w=1", "epoch 1/3")
+    p.case_done("mlp/serial cpu w=1", _result())
+    p.finish()
+    assert tty.getvalue().startswith("[1/1] ") and "\x1b" not in tty.getvalue()

@@ -178,3 +178,14 @@ def test_version_help_and_dry_run(tmp_path: Path) -> None:
     assert "run   mlp/ddp cpu w=2" in proc.stdout and "skip  mlp/threads" in proc.stdout
     assert "5 case(s) planned: 3 to run, 2 skipped; estimated" in proc.stdout
     assert not out.exists()
+
+
+def test_report_without_matplotlib_is_a_usage_error_naming_the_extra(tmp_path: Path) -> None:
+    src = write(tmp_path / "r.jsonl", sweep())
+    code = ("import sys; sys.modules['matplotlib'] = None; from parabench.cli import main; "
+            f"sys.exit(main(['report', {str(src)!r}, '--out', {str(tmp_path / 'rep')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("parabench: error: the report needs matplotlib: "
+                                   "pip install 'parabench[report]'")
