@@ -178,9 +178,21 @@ class DaskCluster:
         if lost := self.initial_workers - now:
             raise WorkerLost(
                 f"Dask worker(s) {', '.join(sorted(lost))} left the cluster (killed, crashed or "
-                f"restarted); {len(now & self.initial_workers)} of {len(self.initial_workers)} "
-                "original workers remain"
+                f"restarted){self._gone_pids()}; {len(now & self.initial_workers)} of "
+                f"{len(self.initial_workers)} original workers remain"
             )
+
+    def _gone_pids(self) -> str:
+        """" (worker process pid N is gone)" for local workers whose process ended."""
+        gone = []
+        for pid, created in self.worker_pids.items():
+            try:
+                if psutil.Process(pid).create_time() == created:
+                    continue
+            except psutil.Error:
+                pass
+            gone.append(str(pid))
+        return f" (worker process pid {', '.join(gone)} is gone)" if gone else ""
 
     @contextmanager
     def guard(self) -> Iterator[Any]:
@@ -190,7 +202,9 @@ class DaskCluster:
             yield self.client
         except Exception as exc:
             if type(exc).__name__ == "KilledWorker":
-                raise WorkerLost(f"a Dask worker died while running a task: {exc}") from exc
+                raise WorkerLost(
+                    f"a Dask worker died while running a task{self._gone_pids()}: {exc}"
+                ) from exc
             self._raise_if_lost(exc)
             raise
         self.check_workers()
