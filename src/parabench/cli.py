@@ -25,7 +25,6 @@ import math
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import NoReturn
 
 from parabench.config import AUTO, DEVICES, PROFILES, BatchSize, ConfigError
@@ -177,21 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensorboard", metavar="DIR",
                    help="write TensorBoard event files, one run per case, under DIR")
     _add_option_flags(p)
-    _add_report_commands(sub)
+    from parabench.cli_report import add_report_commands
+
+    add_report_commands(sub)
     return parser
-
-
-def _add_report_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="HTML + Markdown report with plots and a recommendation")
-    p.add_argument("results", nargs="+", metavar="RESULTS.jsonl", help="results file(s)")
-    p.add_argument("--out", default="report",
-                   help="folder for report.html, report.md and the PNGs (default: report)")
-    p = sub.add_parser("compare", help="throughput / parity changes from BASE to NEW; "
-                                       "exit 1 on a significant slowdown or new parity failure")
-    p.add_argument("base", metavar="BASE.jsonl")
-    p.add_argument("new", metavar="NEW.jsonl")
-    p.add_argument("--threshold", default="10%",
-                   help="slowdown that counts, as 10%% or 0.1 (default: 10%%)")
 
 
 _BOOLS = {"on": True, "true": True, "yes": True, "1": True,
@@ -304,12 +292,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     preflight.check_options(grid)
     preflight.check_batch_sizes(grid)
+    from parabench import cli_report
+
     if args.dry_run:
-        return _dry_run(grid, args)
+        return cli_report.dry_run(grid, args)
     check_external_engines(grid.options)  # nothing answers: exit 2 in seconds, not minutes
     preflight.check_runnable(plan(grid))  # all before the first case starts
-    baselines = _earlier_baselines(args.out)
-    tensorboard = _tensorboard(args.tensorboard)
+    baselines = cli_report.earlier_baselines(args.out)
+    tensorboard = cli_report.tensorboard_log(args.tensorboard)
     results = run_grid(grid, out=args.out, resume=args.resume,
                        on_result=tensorboard.write if tensorboard else None)
     print(format_table(summarize(results, baselines)))
@@ -317,7 +307,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.tensorboard:
         print(f"TensorBoard event files: tensorboard --logdir {args.tensorboard}")
     if args.report:
-        _write_report(results, args.report, baselines=baselines, sources=[args.out])
+        cli_report.write_report_and_say(results, args.report, baselines=baselines,
+                                        sources=[args.out])
     bad_input = sorted({r.reason for r in results if r.extra.get("config_error")})
     for reason in bad_input:  # e.g. a --data-dir that does not hold the expected layout
         print(f"parabench: error: {reason}", file=sys.stderr)
@@ -326,74 +317,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(r.status in FAILED_STATUSES for r in results) else EXIT_OK
 
 
-def _dry_run(grid: object, args: argparse.Namespace) -> int:
-    from parabench.dryrun import describe_plan
-    from parabench.result import read_results
-    from parabench.runner import plan
-
-    print(describe_plan(plan(grid), list(read_results(args.out)), resume=args.resume))
-    return EXIT_OK
-
-
-def _earlier_baselines(out: str) -> list:
-    """Serial results already in --out: parity uses them, so the table's speedup does too."""
-    from parabench.recommend import is_baseline
-    from parabench.result import read_results
-
-    return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
-
-
-def _tensorboard(log_dir: str | None) -> object:
-    if log_dir is None:
-        return None
-    from parabench.tensorboard import TensorBoardLog
-
-    try:
-        return TensorBoardLog(log_dir)
-    except ImportError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _write_report(results: list, out_dir: str, *, baselines: Sequence = (),
-                  sources: Sequence[str] = ()) -> None:
-    from parabench.sweep_report import write_report
-
-    try:
-        files = write_report(results, out_dir, baselines=baselines, sources=sources)
-    except ImportError as exc:
-        raise UsageError(str(exc)) from None
-    print("\n" + "\n".join(files.lines))
-    print(f"\nreport: {files.html}  (also {files.markdown.name} and {len(files.pngs)} PNGs)")
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from parabench.result import read_results
+    from parabench.cli_report import report_command
 
-    results = []
-    for path in args.results:
-        if not Path(path).is_file():
-            raise UsageError(f"results file {path} does not exist")
-        results += list(read_results(path))
-    if not results:
-        raise UsageError(f"no results in {', '.join(args.results)}")
-    _write_report(results, args.out, sources=args.results)
-    return EXIT_OK
+    return report_command(args)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from parabench.compare import compare, format_comparison, parse_threshold
-    from parabench.result import read_results
+    from parabench.cli_report import compare_command
 
-    try:
-        threshold = parse_threshold(args.threshold)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    for path in (args.base, args.new):
-        if not Path(path).is_file():
-            raise UsageError(f"results file {path} does not exist")
-    cmp = compare(read_results(args.base), read_results(args.new), threshold)
-    print(format_comparison(cmp))
-    return EXIT_FAILED if cmp.regressed else EXIT_OK
+    return compare_command(args)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
