@@ -215,8 +215,11 @@ class VersusSerial(_Measured):
     def setup(self, cache: dict, workload: str, method: str, device: str, workers: int) -> None:
         case = _case(workload, method, device, workers)
         self.figures = self._figures(cache, case)
-        if (baseline := _BY_KEY.get((workload, BASELINE, device, 1))) is None:
-            raise NotImplementedError(f"no {BASELINE} baseline for {workload} on {device}")
+        from parabench.recommend import baseline_of  # tf_* methods: tf_serial
+
+        base = baseline_of(method)
+        if (baseline := _BY_KEY.get((workload, base, device, 1))) is None:
+            raise NotImplementedError(f"no {base} baseline for {workload} on {device}")
         if (reason := baseline.skip_reason(_profile())) is not None:
             raise NotImplementedError(f"{baseline.id}: {reason}")
         self.baseline = self._figures(cache, baseline)

@@ -23,6 +23,7 @@ from typing import Any
 
 from parabench.config import RunConfig, available_cores
 from parabench.method import EpochStats, Session
+from parabench.recommend import is_baseline
 from parabench.registry import methods, workloads
 
 #: requirement -> pytest marker; a case gets the markers of what it needs
@@ -105,8 +106,8 @@ def bench_cases(cores: int | None = None) -> list[BenchCase]:
                 for workers in method.default_workers(cores or max(2, available_cores())):
                     cases.append(BenchCase(workload=workload.name, method=method.name,
                                            device=device, workers=workers))
-    return sorted(cases, key=lambda c: (c.method != BASELINE, c.method, c.workload, c.device,
-                                        c.workers))
+    return sorted(cases, key=lambda c: (c.method != BASELINE, not is_baseline(c.method),
+                                        c.method, c.workload, c.device, c.workers))
 
 
 def smoke_cases(cases: list[BenchCase]) -> list[BenchCase]:

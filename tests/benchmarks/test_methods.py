@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from parabench.bench import BASELINE, BenchCase, StartedCase, bench_cases
+from parabench.bench import BenchCase, StartedCase, bench_cases
 from parabench.measure import TreeSampler
+from parabench.recommend import baseline_of, is_baseline
 from parabench.registry import workloads
 
 ROUNDS = 10  # fewer (down to MIN_ROUNDS) when an epoch is slow, to stay near ROUND_BUDGET_S
@@ -38,8 +39,8 @@ def _param(case: BenchCase) -> Any:
 
 
 @pytest.fixture(scope="module")
-def baselines() -> dict[tuple[str, str, str], tuple[float, float]]:
-    """(workload, device, profile) -> (serial median epoch s, serial quality)."""
+def baselines() -> dict[tuple[str, str, str, str], tuple[float, float]]:
+    """(baseline method, workload, device, profile) -> (its median epoch s, its quality)."""
     return {}
 
 
@@ -49,9 +50,9 @@ def profile(benchmark: Any) -> str:
 
 
 def _baseline(case: BenchCase, profile: str, cache: dict) -> tuple[float, float]:
-    key = (case.workload, case.device, profile)
+    key = (baseline_of(case.method), case.workload, case.device, profile)
     if key not in cache:  # the serial case was filtered out: measure it here, untimed
-        serial = BenchCase(workload=case.workload, method=BASELINE, device=case.device,
+        serial = BenchCase(workload=case.workload, method=key[0], device=case.device,
                            workers=1)
         with StartedCase(serial.config(profile)) as started:
             times = [started.step().seconds for _ in range(BASELINE_STEPS)]
@@ -74,8 +75,8 @@ def test_epoch(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -
         samples = started.samples_per_epoch
 
     median = statistics.median(epoch_times)
-    if case.method == BASELINE:
-        baselines[(case.workload, case.device, profile)] = (median, quality)
+    if is_baseline(case.method):  # serial, and tf_serial for the tf_* methods
+        baselines[(case.method, case.workload, case.device, profile)] = (median, quality)
     base_time, base_quality = _baseline(case, profile, baselines)
     higher_is_better = workloads.get(case.workload).quality.higher_is_better
     gap = (base_quality - quality) if higher_is_better else (quality - base_quality)
@@ -87,7 +88,7 @@ def test_epoch(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -
         epoch_s_median=median,
         speedup_vs_serial=speedup,
         efficiency=speedup / case.workers,
-        baseline=f"{BASELINE}/{case.device}",
+        baseline=f"{baseline_of(case.method)}/{case.device}",
         startup_s=started.startup_s,
         peak_rss_mb=round(memory.peak_rss_mb, 1),
         peak_gpu_mb=peak_gpu,
