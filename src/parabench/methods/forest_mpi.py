@@ -161,9 +161,15 @@ class MPIForestSession(ForestSession):
         log = self._log_text()
         pids = self.notes.get("rank_pids", [])
         deaths = rank_deaths(log, pids) or self._vanished(pids)
-        head = "; ".join(deaths) or f"the MPI launcher exited with code {rc}"
+        head = "; ".join(deaths) or self._launcher_end(rc)
         tail = " | ".join(line.strip() for line in log.splitlines()[-6:] if line.strip())
         return f"{head} ({what})\nlauncher (exit code {rc}) output: {tail}"
+
+    def _launcher_end(self, rc: int | None) -> str:
+        pid = self.proc.pid if self.proc is not None else "?"
+        if rc is not None and rc < 0:
+            return f"the MPI launcher (pid {pid}) was killed by {_signal_name(-rc)}"
+        return f"the MPI launcher (pid {pid}) exited with code {rc}"
 
     def _vanished(self, pids: list[int]) -> list[str]:
         """Ranks whose process is gone, when the launcher did not say how they ended."""
