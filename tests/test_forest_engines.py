@@ -183,8 +183,10 @@ def test_exact_method_predicts_like_serial_with_its_engine_kept_up(
 def test_dask_cluster_listens_on_loopback_only(engines: Engines) -> None:
     session, _, _ = engines.get("dask")
     cluster = session.cluster  # type: ignore[attr-defined]
-    assert cluster.client.scheduler.address.startswith("tcp://127.0.0.1:")
-    assert all(addr.startswith("tcp://127.0.0.1:") for addr in cluster.worker_addresses())
+    # tls: the per-case certificate (the cryptography package is in the dask extra)
+    assert cluster.client.scheduler.address.startswith("tls://127.0.0.1:")
+    assert all(addr.startswith("tls://127.0.0.1:") for addr in cluster.worker_addresses())
+    assert session.notes["dask_security"] == "tls (per-case certificate)"
 
 
 @pytest.mark.dask
@@ -279,11 +281,14 @@ def test_close_before_start_is_safe(method: str) -> None:
 
 @pytest.mark.dask
 def test_dask_uses_a_given_scheduler_and_leaves_it_running(serial: tuple[Any, Any]) -> None:
-    from parabench.engines.dask_cluster import DaskCluster
+    from distributed import Client, LocalCluster
 
     forest, data = serial
-    with DaskCluster(workers=1, threads_per_worker=1) as external:
-        address = external.client.scheduler.address
+    # the user's own cluster: plain tcp (a per-case certificate is only for clusters we start)
+    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as user:
+        address = cluster.scheduler_address
+        workers_before = set(user.nthreads())
         cfg = config("dask", workers=1, options={"dask_scheduler": address})
         session = methods.get("dask").session(workloads.get(WORKLOAD), cfg)
         try:
@@ -295,8 +300,8 @@ def test_dask_uses_a_given_scheduler_and_leaves_it_running(serial: tuple[Any, An
         finally:
             session.close()
         # the user's cluster is still there and still works
-        assert external.worker_addresses() == external.initial_workers
-        assert external.client.submit(sum, [1, 2]).result() == 3
+        assert set(user.nthreads()) == workers_before
+        assert user.submit(sum, [1, 2]).result() == 3
 
 
 @pytest.mark.spark
