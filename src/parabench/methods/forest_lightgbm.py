@@ -31,7 +31,10 @@ How the workload's sklearn ``RandomForestClassifier`` is matched (:class:`PeerSp
 Where it differs: for k classes LightGBM grows k regression trees per forest member on the
 softmax gradient at the class prior (``lambda_l2 = 0``) and predicts the softmax of the
 averaged leaf values, where sklearn grows one Gini classification tree and averages leaf class
-frequencies. Hence statistical parity.
+frequencies. Hence statistical parity. Measured held-out accuracy at the quick profile: seed 0
+serial 0.834, lightgbm 0.8145 (0.8273 with 255 bins instead of 32), xgboost 0.8377; seed 1
+serial 0.8285, lightgbm 0.8347, xgboost 0.8293. The bins stay at 32, the histogram forests'
+count, so that all histogram methods do the same histogram work.
 """
 
 from __future__ import annotations

@@ -28,7 +28,9 @@ How the workload's sklearn ``RandomForestClassifier`` is matched (:class:`PeerSp
 Where it differs: for k classes XGBoost grows k regression trees per forest member on the
 softmax gradient at a constant start (``reg_lambda`` left at XGBRF's 1e-5) and predicts the
 softmax of the averaged leaf values, where sklearn grows one Gini classification tree and
-averages leaf class frequencies. Hence statistical parity.
+averages leaf class frequencies. Hence statistical parity. Measured held-out accuracy: quick
+profile seed 0 0.8377 (serial 0.834), seed 1 0.8293 (serial 0.8285); tiny, mean of seeds 0-4,
+0.847 (serial 0.814).
 """
 
 from __future__ import annotations
