@@ -31,14 +31,13 @@ from parabench.execute import execute
 from parabench.method import EpochStats
 from parabench.methods.pipeline import fold_stage_epochs
 from parabench.registry import methods, workloads
+from weight_parity import assert_same_weights
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 
 PROGRAM = "parabench.distributed.pipeline_rank:PipelineProgram"
 #: (epochs, global batch, micro-batches) per workload
 SETUP = {"mlp": (2, 48, 3), "cnn": (1, 64, 4)}
-#: float tolerance: micro-batch sums add in another order than serial's batch mean
-TOL = {"rtol": 1e-4, "atol": 1e-5}
 #: method case -> (method, workers, stages, extra options)
 CASES = {
     "pipeline-gpipe": ("pipeline", 2, 2, {"schedule": "gpipe"}),
@@ -63,15 +62,6 @@ def serial_run(workload: str) -> tuple[dict[str, Any], list[float], float]:
         losses = [session.train_epoch(e).loss for e in range(config.epochs)]
         weights = {k: v.detach().clone() for k, v in session.loop.model.state_dict().items()}
         return weights, losses, session.evaluate()
-
-
-def assert_same_weights(weights: dict[str, Any], expected: dict[str, Any], who: str) -> None:
-    import torch
-
-    assert weights.keys() == expected.keys()
-    for name, value in expected.items():
-        torch.testing.assert_close(weights[name], value, **TOL,
-                                   msg=lambda m, n=name: f"{who} {n}: {m}")
 
 
 @pytest.fixture(scope="module", params=list(CASES))
