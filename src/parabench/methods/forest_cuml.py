@@ -20,7 +20,7 @@ follows sklearn's forest closely, so most parameters carry over by name.
 * bins: ``n_bins`` = the histogram forests' ``DEFAULT_BINS`` (32; cuML's default is 128),
   quantiles computed by cuML.
 * seed ``random_state`` = the run's seed; ``n_streams = workers`` (x an explicit
-  ``--threads-per-worker``): the CUDA streams that build trees concurrently. With more than
+  ``--threads``): the CUDA streams that build trees concurrently. With more than
   one stream cuML's trees are not reproducible run to run.
 
 Where it differs: split candidates are cuML's bin edges, not sklearn's exact thresholds, and

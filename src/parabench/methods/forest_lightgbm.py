@@ -26,7 +26,7 @@ How the workload's sklearn ``RandomForestClassifier`` is matched (:class:`PeerSp
 * bins: ``max_bin`` = the histogram forests' ``DEFAULT_BINS`` (32), ``min_data_in_bin = 1``
   so small data keeps its bins; LightGBM's own quantile binning (not parabench's binner).
 * seed ``seed`` = the run's seed; ``num_threads = workers`` (x an explicit
-  ``--threads-per-worker``). CPU only: PyPI's wheel has no CUDA learner.
+  ``--threads``). CPU only: PyPI's wheel has no CUDA learner.
 
 Where it differs: for k classes LightGBM grows k regression trees per forest member on the
 softmax gradient at the class prior (``lambda_l2 = 0``) and predicts the softmax of the

@@ -67,7 +67,7 @@ class PeerSpec:
 def peer_spec(workload: EstimatorWorkload, config: RunConfig, data: Dataset) -> PeerSpec:
     params = forest_params(workload, config)  # the histogram forests' reading of sklearn's
     n_features = data.x_train.shape[1]
-    # threads = workers, as sklearn's n_jobs; an explicit --threads-per-worker multiplies it
+    # threads = workers, as sklearn's n_jobs; an explicit --threads multiplies it
     threads = config.workers * (config.threads_per_worker or 1)
     return PeerSpec(
         trees=params.n_estimators, features_per_split=params.mtry(n_features),

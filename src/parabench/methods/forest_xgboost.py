@@ -23,7 +23,7 @@ How the workload's sklearn ``RandomForestClassifier`` is matched (:class:`PeerSp
 * bootstrap: XGBoost samples rows without replacement: ``subsample = 1 - 1/e`` (0.632), the
   distinct rows a bootstrap draws, without sklearn's repeat weights.
 * seed ``random_state`` = the run's seed; threads ``n_jobs = workers`` (x an explicit
-  ``--threads-per-worker``); on ``--device cuda`` ``device="cuda"`` (the GPU hist updater).
+  ``--threads``); on ``--device cuda`` ``device="cuda"`` (the GPU hist updater).
 
 Where it differs: for k classes XGBoost grows k regression trees per forest member on the
 softmax gradient at a constant start (``reg_lambda`` left at XGBRF's 1e-5) and predicts the
