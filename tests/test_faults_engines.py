@@ -53,6 +53,7 @@ def _strike_case(method: str, match: Callable[[list[str]], bool], earlier: Path,
     results = list(read_results(out))
     assert [r.status for r in results] == ["ok", "failed"], [r.reason for r in results]
     assert not (left := run.leftovers()), f"left running after the case: {left}"
+    print(f"{method}: killed {run.struck}\nstatus {results[-1].status}: {results[-1].reason}")
     return run.struck, results[-1].reason or ""
 
 
