@@ -51,7 +51,6 @@ import contextlib
 import importlib
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -64,6 +63,8 @@ from parabench.distributed.rank import (
     default_backend,
     die_with_parent,
     init_group,
+    loopback_gloo,
+    loopback_store,
     set_threads,
     thread_env,
 )
@@ -165,7 +166,7 @@ class WorkerPool:
             import torch.distributed as dist
             import torch.multiprocessing as mp  # its pickler shares tensors in replies
 
-            self._store = _loopback_store(dist, self.timeout_s)
+            self._store = loopback_store(dist, self.timeout_s)
         else:
             import multiprocessing as mp
         spec = _Spec(
@@ -176,7 +177,7 @@ class WorkerPool:
         )
         ctx = mp.get_context("spawn")
         try:
-            with thread_env(self.threads), _loopback_gloo():
+            with thread_env(self.threads), loopback_gloo():
                 for rank in range(self.world_size):
                     parent, child = ctx.Pipe(duplex=True)
                     proc = ctx.Process(
@@ -327,41 +328,6 @@ def _td(seconds: float) -> Any:
     from datetime import timedelta
 
     return timedelta(seconds=seconds)
-
-
-def _loopback_store(dist: Any, timeout_s: float) -> Any:
-    """The rendezvous store, listening on 127.0.0.1 only.
-
-    ``TCPStore(host, ...)`` binds its server to every interface whatever ``host`` says
-    (``host`` is only where clients connect), so the socket is bound here and handed over.
-    The OS picks the port, so no other process can take it between "find a free port" and
-    "bind" (the classic race). The store has no authentication (torch offers none): loopback
-    keeps it off the network, not away from other local users.
-    """
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    fd = listener.detach()  # the store owns the descriptor from here on
-    try:
-        return dist.TCPStore(
-            "127.0.0.1", port, is_master=True, wait_for_workers=False,
-            timeout=_td(timeout_s), master_listen_fd=fd,
-        )
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-@contextlib.contextmanager
-def _loopback_gloo() -> Any:
-    """Gloo on the loopback interface unless the user chose one (a pool is one machine)."""
-    if "GLOO_SOCKET_IFNAME" in os.environ or not os.path.exists("/sys/class/net/lo"):
-        yield
-        return
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    try:
-        yield
-    finally:
-        os.environ.pop("GLOO_SOCKET_IFNAME", None)
 
 
 # -- the rank process ------------------------------------------------------------------------

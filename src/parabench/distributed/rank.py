@@ -18,8 +18,10 @@ together, the device is synchronised before the second clock read, and the calle
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -174,3 +176,38 @@ def die_with_parent(parent_pid: int) -> None:
             time.sleep(0.5)
 
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def loopback_store(dist: Any, timeout_s: float) -> Any:
+    """The rendezvous store, listening on 127.0.0.1 only.
+
+    ``TCPStore(host, ...)`` binds its server to every interface whatever ``host`` says
+    (``host`` is only where clients connect), so the socket is bound here and handed over.
+    The OS picks the port, so no other process can take it between "find a free port" and
+    "bind" (the classic race). The store has no authentication (torch offers none): loopback
+    keeps it off the network, not away from other local users.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    fd = listener.detach()  # the store owns the descriptor from here on
+    try:
+        return dist.TCPStore(
+            "127.0.0.1", port, is_master=True, wait_for_workers=False,
+            timeout=timedelta(seconds=timeout_s), master_listen_fd=fd,
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@contextlib.contextmanager
+def loopback_gloo() -> Any:
+    """Gloo on the loopback interface unless the user chose one (a pool is one machine)."""
+    if "GLOO_SOCKET_IFNAME" in os.environ or not os.path.exists("/sys/class/net/lo"):
+        yield
+        return
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    try:
+        yield
+    finally:
+        os.environ.pop("GLOO_SOCKET_IFNAME", None)
