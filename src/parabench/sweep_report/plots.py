@@ -145,8 +145,11 @@ def memory_figure(cands: list[Candidate]) -> Any | None:
                label="peak GPU (max_memory_allocated)")
     ax.set_xticks(xs, labels, rotation=30, fontsize=7)
     ax.set_ylabel("MB")
-    ax.set_title("Peak memory")
-    ax.legend(fontsize=7, loc="upper right")  # "best" is slow on big plots
+    if gpu:
+        ax.set_title("Peak memory")
+        ax.legend(fontsize=7, loc="upper right")  # "best" is slow on big plots
+    else:  # one series: a title instead of a legend that hides bars
+        ax.set_title("Peak memory (RAM summed over all processes of the case)")
     fig.tight_layout()
     return fig
 
