@@ -236,7 +236,9 @@ def test_resume_survives_torn_garbage_foreign_and_nan_lines_and_runs_each_case_o
         proc = _run(*grid, "--repeats", "4", "--resume")
         assert proc.returncode == 0, proc.stderr
         assert "4 case(s)" in proc.stdout
-    results = _results(out)
+    with pytest.warns(UserWarning, match="skipping unreadable result") as seen:
+        results = _results(out)
+    assert len(seen) == 4  # garbage, foreign object, foreign list, torn
     assert sorted(r.repeat for r in results) == [0, 1, 2, 3]  # each ok case ran exactly once
     assert all(r.status == "ok" for r in results)
     lines = out.read_text().splitlines()
@@ -258,7 +260,8 @@ def test_a_non_finite_number_is_written_as_valid_json_with_the_reason(tmp_path: 
     data = json.loads(line, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
     assert torn == "torn" and data["loss"] == [0.5, None] and data["samples_per_s"] is None
     assert data["extra"]["non_finite"] == ["loss[1]=nan", "samples_per_s=inf"]
-    [back] = _results(out)  # in memory the numbers are what they were
+    with pytest.warns(UserWarning, match=r"r.jsonl:1: skipping unreadable result"):
+        [back] = _results(out)  # in memory the numbers are what they were
     assert back.loss[0] == 0.5 and math.isnan(back.loss[1])
     assert back.samples_per_s == float("inf")
     assert json.loads(back.to_json()) == data  # and it writes the same strict line again
