@@ -88,3 +88,13 @@ def test_mann_whitney_matches_scipy_where_scipy_is_exact_or_tied() -> None:
     for a, b in cases:
         ref = scipy_stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
         assert mann_whitney_p(a, b) == pytest.approx(ref, abs=1e-9)
+
+
+def test_cases_are_matched_on_the_same_work_and_skips_are_left_out() -> None:
+    from sweepdata import skipped
+
+    base = [*sweep(epochs=8), skipped("cnn", "threads", "threads does not support workload")]
+    cmp = compare(base, sweep(epochs=6))
+    assert cmp.changes == [] and len(cmp.only_base) == len(cmp.only_new) == 3
+    [serial] = [c for c in compare(base, base).changes if c.key[1] == "serial"]
+    assert (serial.base_parity, serial.new_parity) == ("base", "base")

@@ -6,13 +6,13 @@ Usage::
     print(format_comparison(cmp))
     sys.exit(1 if cmp.regressed else 0)
 
-Cases are matched by identity (workload, method, device, workers, batch, profile, options;
-repeats are pooled). For each pair the change is NEW's median throughput / BASE's; its
-significance is a two-sided Mann-Whitney test on the throughput samples of both sides
-(per-repeat throughputs with repeats, steady epochs otherwise: :mod:`parabench.stats`), with
-a bootstrap CI of the ratio. A pair *regresses* when NEW is slower by more than the
-threshold AND the difference is significant, when parity held in BASE and fails in NEW, or
-when a case ok in BASE is failed / timeout / oom in NEW.
+Cases are matched by identity (workload, method, device, workers, batch, profile, options,
+epochs, seed; repeats are pooled; skipped cases are left out). For each pair the change is
+NEW's median throughput / BASE's; its significance is a two-sided Mann-Whitney test on the
+throughput samples of both sides (per-repeat throughputs with repeats, steady epochs
+otherwise: :mod:`parabench.stats`), with a bootstrap CI of the ratio. A pair *regresses*
+when NEW is slower by more than the threshold AND the difference is significant, when parity
+held in BASE and fails in NEW, or when a case ok in BASE is failed / timeout / oom in NEW.
 """
 
 from __future__ import annotations
@@ -73,7 +73,14 @@ class Comparison:
 
 def _parity(rs: list[Result]) -> str:
     statuses = {r.parity.get("status") for r in rs if r.parity}
+    if any(r.parity and r.parity.get("kind") == "baseline" for r in rs):
+        return "base"
     return "failed" if "failed" in statuses else "ok" if "ok" in statuses else "-"
+
+
+def _key(r: Result) -> tuple:
+    """The case's identity: the report's grouping plus epochs and seed (the same work)."""
+    return (*group_key(r), r.epochs, r.seed)
 
 
 def _quality(rs: list[Result]) -> float | None:
@@ -122,10 +129,10 @@ def compare(base: Iterable[Result], new: Iterable[Result], threshold: float = 0.
     """Match cases by identity and judge each pair (see the module docstring)."""
     b_groups: dict[tuple, list[Result]] = defaultdict(list)
     n_groups: dict[tuple, list[Result]] = defaultdict(list)
-    for r in base:
-        b_groups[group_key(r)].append(r)
-    for r in new:
-        n_groups[group_key(r)].append(r)
+    for groups, results in ((b_groups, base), (n_groups, new)):
+        for r in results:
+            if r.status != "skipped":  # a case that cannot run here has nothing to compare
+                groups[_key(r)].append(r)
     shared = sorted(set(b_groups) & set(n_groups))
     return Comparison(
         changes=[_change(k, b_groups[k], n_groups[k], threshold) for k in shared],
@@ -134,8 +141,9 @@ def compare(base: Iterable[Result], new: Iterable[Result], threshold: float = 0.
 
 
 def _case(key: tuple) -> str:
-    workload, method, device, workers, batch, profile, options = key
-    text = f"{workload}/{method} {device} w={workers} bs={batch} {profile}"
+    workload, method, device, workers, batch, profile, options, epochs, seed = key
+    text = f"{workload}/{method} {device} w={workers} bs={batch} {profile} e={epochs}"
+    text += "" if seed == 0 else f" seed={seed}"
     return text + ("" if options == "-" else f" {options}")
 
 
