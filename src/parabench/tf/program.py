@@ -98,6 +98,7 @@ class TFProgram:
         self.workload = wl = workloads.get(workload)
         data = wl.dataset(cfg)
         x, y, x_test, self.y_test = (t.numpy() for t in wl.tensors(data))  # torch, on CPU
+        x, self.x_test = keras_layout(workload, x), keras_layout(workload, x_test)
         self.n, self.samples_per_epoch = len(x), wl.samples_per_epoch(data)
         self.batch_size = int(global_batch(wl, cfg))
         classes = data.n_classes or int(y.max()) + 1
@@ -108,15 +109,14 @@ class TFProgram:
 
         keras.utils.set_random_seed(cfg.seed)  # the same initial weights in every worker
         with self.strategy.scope():
-            self.model = keras_model(workload, keras_layout(workload, x).shape[1:], classes)
+            self.model = keras_model(workload, x.shape[1:], classes)
             self.optimizer = keras.optimizers.SGD(learning_rate=wl.lr, momentum=0.9)
             self.optimizer.build(self.model.trainable_variables)
         # one copy of the data: on this worker's device, or on the host under "mirrored",
         # whose replicas each take their own batch from it
         with tf.device("/cpu:0" if strategy == "mirrored" else None):
-            self.x = tf.constant(keras_layout(workload, x))
+            self.x = tf.constant(x)
             self.y = tf.constant(y.astype(np.int32))
-        self.x_test = keras_layout(workload, x_test)
         self._sizes: dict[int, Any] = {}
         self._step = tf.function(self._distributed_step, reduce_retracing=True)
         self._barrier_fn = tf.function(self._all_reduce_one)
