@@ -391,3 +391,14 @@ def test_a_plugin_option_is_accepted_where_its_method_is_selected(fault_plugin: 
     with pytest.raises(ConfigError, match="--fault-knob applies to none .* read by: wide_serial"):
         check_options(Grid(workloads=["fault_ok"], methods=["serial"],
                            options={"fault_knob": [2]}))
+
+
+def test_the_training_set_size_known_up_front_is_the_size_built() -> None:
+    from parabench.registry import workloads
+
+    known = [w for w in workloads if w.train_size("tiny") is not None]
+    assert {"mlp", "cnn", "vgg11"} <= {w.name for w in known}
+    for workload in known:
+        for seed in (0, 1):
+            built = workload.make_data("tiny", seed).n_train
+            assert workload.train_size("tiny") == built, workload.name

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
 from parabench.workload import Dataset, TorchWorkload
-from parabench.workloads.synthetic import check_images, class_images, image_tensors
+from parabench.workloads.synthetic import (
+    check_images,
+    class_images,
+    image_tensors,
+    image_train_size,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -62,6 +67,9 @@ class CNN(TorchWorkload):
 
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
         return load_digits(profile, seed, data_dir)
+
+    def train_size(self, profile: str) -> int | None:
+        return image_train_size(SIZES[profile][0])
 
     def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
         return image_tensors(data)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
 from parabench.workload import Dataset, Quality, TorchWorkload
-from parabench.workloads.cnn import load_digits
-from parabench.workloads.synthetic import check_images, image_tensors
+from parabench.workloads.cnn import SIZES, load_digits
+from parabench.workloads.synthetic import check_images, image_tensors, image_train_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,6 +45,9 @@ class ConvAutoencoder(TorchWorkload):
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
         # less pixel noise than cnn's: noise cannot be reconstructed, shapes can
         return load_digits(profile, seed, data_dir, noise=0.15)
+
+    def train_size(self, profile: str) -> int | None:
+        return image_train_size(SIZES[profile][0])
 
     def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
         x, _, x_test, _ = image_tensors(data, standardise=False)  # [0, 1], like the sigmoid

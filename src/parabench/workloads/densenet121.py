@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
 from parabench.workload import Dataset, TorchWorkload
-from parabench.workloads.synthetic import check_images, class_images, image_tensors
+from parabench.workloads.synthetic import (
+    check_images,
+    class_images,
+    image_tensors,
+    image_train_size,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -56,6 +61,9 @@ class DenseNet121(TorchWorkload):
 
     def default_batch_size(self, profile: str) -> int | None:
         return 16 if profile == "tiny" else 32  # tiny: enough steps to learn in one epoch
+
+    def train_size(self, profile: str) -> int | None:
+        return image_train_size(SIZES[profile][0])
 
     def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
         return image_tensors(data)

@@ -55,6 +55,12 @@ def _split(
     return x[train], y[train], x[test], y[test]
 
 
+def image_train_size(n: int, test_fraction: float = 0.2) -> int:
+    """Training images :func:`class_images` keeps from ``n`` (its noise makes every image
+    distinct, so :func:`_split` drops none), known without generating them."""
+    return n - max(1, int(round(n * test_fraction)))
+
+
 def _labels(n: int, classes: int, rng: np.random.Generator) -> np.ndarray:
     """Balanced class labels in seeded order."""
     return rng.permutation(np.arange(n) % classes).astype(np.int64)
