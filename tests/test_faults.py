@@ -77,16 +77,11 @@ def _group_members(pgid: int) -> list[int]:
     return alive
 
 
-def _assert_group_empty(pgid: int) -> None:
-    members = _wait_for_empty(pgid)
-    assert not members, f"the case left processes running: {members}"
-
-
-def _wait_for_empty(pgid: int, timeout: float = 30) -> list[int]:
+def _assert_group_empty(pgid: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while (members := _group_members(pgid)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    return members
+    assert not members, f"the case left processes running: {members}"
 
 
 def _runner_dirs(tmp: Path) -> list[Path]:
