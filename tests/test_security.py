@@ -51,6 +51,28 @@ def test_a_case_listens_on_loopback_only(workload: str, method: str, tmp_path: P
     assert not exposed, f"{method} listens beyond loopback (pid, name, ip, port): {exposed}"
 
 
+@pytest.mark.tf
+@pytest.mark.slow
+def test_tf_multiworker_exposes_only_tensorflows_grpc_ports_and_the_result_says_so(
+    tmp_path: Path,
+) -> None:
+    """TensorFlow hard-codes 0.0.0.0 for its gRPC servers: the one documented exception. Any
+    other non-loopback listener of the case, or a result that does not name the ports, fails."""
+    from parabench.result import read_results
+
+    _require("tf_multiworker")
+    out = tmp_path / "r.jsonl"
+    run = watch_run(["--workload", "mlp", "--method", "tf_multiworker", "--workers", "2",
+                     "--device", "cpu", "--profile", "tiny", "--epochs", "2"],
+                    out=out, poll_s=0.05)
+    assert run.rc == 0, run.stderr
+    [result] = read_results(out)
+    note = result.extra["exposed_listeners"]
+    exposed = {port for _pid, _name, ip, port in run.listeners if not is_loopback(ip)}
+    assert exposed, "saw no gRPC listener: the watch missed the case"
+    assert exposed <= set(note["ports"]), f"listeners beyond TensorFlow's gRPC ports: {exposed}"
+
+
 # ---- the MPI command channel ----------------------------------------------------------------
 
 

@@ -94,6 +94,12 @@ class TFSession(DistributedTorchSession):
             self._ports = reserve_ports(n)
             ports = [s.getsockname()[1] for s in self._ports]
             env = [{"TF_CONFIG": tf_config(ports, i)} for i in range(n)]
+            # said in the result, not only in the README: a user reading their run sees it
+            self.notes["exposed_listeners"] = {
+                "address": "0.0.0.0", "ports": ports,
+                "why": "TensorFlow's gRPC worker servers bind every interface (hard-coded in "
+                       "TensorFlow, no setting) and are unauthenticated; peers dial 127.0.0.1",
+            }
         return WorkerPool(n, self.program, self.program_args(), backend=NO_GROUP,
                           device=self.config.device, threads=self.config.threads,
                           timeout_s=self.config.timeout_s, rank_env=env)
