@@ -36,7 +36,8 @@ pytestmark = pytest.mark.cpu
 
 WORKLOAD = "random_forest"
 WORKERS = 2
-ROUNDS = 5
+#: timed fits per row after one warm-up fit (a LightGBM fit takes ~45 s at quick)
+ROUNDS = 3
 PEERS = ("xgboost", "lightgbm")
 LEARNED = 0.5
 #: rows in run order: the peers first, so every later row knows the best peer; serial is
