@@ -1,4 +1,4 @@
-"""Command line: ``parabench list | env | run``.
+"""Command line: ``parabench list | env | run | report | compare``.
 
 Usage::
 
@@ -8,13 +8,16 @@ Usage::
                   [--batch-size N,..|auto] [--epochs N] [--profile tiny|quick|full]
                   [--repeats R] [--seed S] [--timeout SEC] [--out FILE.jsonl] [--resume]
                   [--target-quality [Q|default] [--max-epochs N]]   # time to accuracy
+                  [--report DIR] [--tensorboard DIR] [--dry-run]
+    parabench report RESULTS.jsonl [...] [--out DIR]
+    parabench compare BASE.jsonl NEW.jsonl [--threshold 10%]
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 2 usage error (one line on stderr saying what was wrong and what is valid; found before any
 case starts where it can be), 130 interrupted by Ctrl-C (SIGINT), 143 stopped by SIGTERM.
 Either signal stops the running case (its whole process group) and keeps the results
-already written. Argument parsing
-lives in ``build_parser``; each subcommand is one ``cmd_<name>`` function.
+already written. Argument parsing lives in ``build_parser``; each subcommand is one
+``cmd_<name>`` function.
 """
 
 from __future__ import annotations
