@@ -1,7 +1,7 @@
 """Forest methods side by side: fit time against sklearn serial and against the best peer.
 
-    pytest tests/benchmarks/test_forest_peers.py --benchmark-only -s   # measure (quick), table
-    pytest tests/benchmarks/test_forest_peers.py                       # smoke: tiny, once each
+    pytest tests/benchmarks/test_forest_peers_speed.py --benchmark-only -s   # measure, table
+    pytest tests/benchmarks/test_forest_peers_speed.py                       # smoke: tiny
 
 In one run, at 2 workers: ``serial`` (sklearn, one core), sklearn ``threads``, the histogram
 forests ``numba`` and ``torch``, and the peers ``xgboost`` and ``lightgbm``. Each row starts
