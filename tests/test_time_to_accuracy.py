@@ -166,8 +166,10 @@ def test_default_target_is_97_percent_of_serial_quick_quality() -> None:
     assert default_target(workloads.get("random_forest")) == pytest.approx(0.97 * 0.834)
     # lower is better: the target is above the reference, by the same factor
     assert default_target(workloads.get("conv_autoencoder")) == pytest.approx(0.013 / 0.97)
+    # every shipped workload; test plugins registered by other tests (faulty) have none
     for wl in workloads:
-        assert wl.reference_quality is not None, f"{wl.name} has no default target"
+        if type(wl).__module__.startswith("parabench."):
+            assert wl.reference_quality is not None, f"{wl.name} has no default target"
     with pytest.raises(ConfigError, match="give --target-quality Q"):
         default_target(Scripted())
 
