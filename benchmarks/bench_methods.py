@@ -8,7 +8,7 @@ Usage::
     bash scripts/asv_history.sh 5    # the last 5 commits of main, benchmarked and published
 
 The parameter axes are workload x method x device x workers, read from
-:func:`parabench.bench.bench_cases`: a method added to the registry adds its cases here. A
+:func:`parabench.sweep.bench.bench_cases`: a method added to the registry adds its cases here. A
 combination that is not a case, or that cannot run on this machine (no GPU, too few cores, an
 engine missing), raises ``NotImplementedError`` in ``setup``, which asv shows as n/a. A case
 that *fails* is a failure, never n/a. ``PARABENCH_ASV_PROFILE`` (tiny | quick | full, default
@@ -17,7 +17,7 @@ quick) sizes the data and models.
 asv reads a larger number as worse, even for ``track_*``, so every figure here is
 lower-is-better (each class docstring says what its figures mean).
 
-The module imports against an older parabench that has no :mod:`parabench.bench` (history
+The module imports against an older parabench that has no :mod:`parabench.sweep.bench` (history
 builds install old commits into the environment): discovery still works, and every benchmark
 is n/a for that commit.
 """
@@ -37,14 +37,18 @@ TIMEOUT_S = {"tiny": 300.0, "quick": 1800.0, "full": 7200.0}
 TRACK_STEPS = {"tiny": 5, "quick": 3, "full": 3}
 
 try:
-    from parabench.bench import BASELINE, StartedCase, bench_cases
+    try:
+        from parabench.case.lifecycle import StartedCase
+        from parabench.sweep.bench import BASELINE, bench_cases
+    except ImportError:  # commits before the case/ sweep/ layout: asv history reaches back
+        from parabench.bench import BASELINE, StartedCase, bench_cases  # type: ignore
     from parabench.registry import workloads
 
     _CASES = bench_cases()
     _MISSING: str | None = None
 except Exception as exc:  # an older parabench, or a broken registry: keep discovery alive
     _CASES = []
-    _MISSING = f"parabench.bench is unusable in this environment: {exc!r}"
+    _MISSING = f"parabench.sweep.bench is unusable in this environment: {exc!r}"
 
 _BY_KEY = {(c.workload, c.method, c.device, c.workers): c for c in _CASES}
 
@@ -215,7 +219,7 @@ class VersusSerial(_Measured):
     def setup(self, cache: dict, workload: str, method: str, device: str, workers: int) -> None:
         case = _case(workload, method, device, workers)
         self.figures = self._figures(cache, case)
-        from parabench.recommend import baseline_of  # tf_* methods: tf_serial
+        from parabench.sweep.recommend import baseline_of  # tf_* methods: tf_serial
 
         base = baseline_of(method)
         if (baseline := _BY_KEY.get((workload, base, device, 1))) is None:

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 
 from parabench.config import RunConfig
-from parabench.distributed.pool import WorkerPool
+from parabench.case.pool import WorkerPool
 from parabench.registry import methods, workloads
-from parabench.torch_loop import TorchLoop
+from parabench.torch.loop import TorchLoop
 
 #: workload -> (epochs, global batch, micro-batches): tests/test_pipeline_mp.py's SETUP
 SETUP = {"mlp": (2, 48, 3), "cnn": (1, 64, 4)}
-PIPELINE = "parabench.distributed.pipeline_rank:PipelineProgram"
+PIPELINE = "parabench.torch.pipeline:PipelineProgram"
 RANKS = {  # name -> (program, workers, args, options)
     "pipeline 2 stages": (PIPELINE, 2, {"stages": 2}, {"schedule": "1f1b"}),
     "hybrid 2x2": (PIPELINE, 4, {"stages": 2}, {"schedule": "1f1b", "stages": 2}),

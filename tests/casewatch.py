@@ -111,7 +111,7 @@ def _record(watched: Watched, tree: list[psutil.Process]) -> None:
     for proc in tree:
         try:
             watched.seen.setdefault(proc.pid, proc.create_time())
-            if "parabench.execute" in proc.cmdline():
+            if "parabench.case.execute" in proc.cmdline():
                 watched.case_groups.add(proc.pid)  # the runner gives each case its own group
             for conn in proc.net_connections(kind="inet"):
                 if conn.status == psutil.CONN_LISTEN:
@@ -127,7 +127,7 @@ def case_epoch_started(tree: list[psutil.Process], epoch: int = 1) -> bool:
             cmd = proc.cmdline()
         except psutil.Error:
             continue
-        if "parabench.execute" in cmd:
+        if "parabench.case.execute" in cmd:
             log = Path(cmd[-1]).with_suffix(".out")  # the runner logs the case's stdout here
             try:
                 return f"epoch {epoch}/" in log.read_text()

@@ -127,21 +127,21 @@ def test_tracks_are_lower_is_better_figures_against_serial(asv_site: AsvSite) ->
 
 
 def test_benchmarks_are_na_on_a_parabench_without_bench() -> None:
-    """An old commit installed by the history script lacks parabench.bench: n/a, no crash."""
+    """An old commit installed by the history script lacks parabench.sweep.bench: n/a, no crash."""
     pytest.importorskip("asv", reason="asv is not installed: pip install -e '.[test]'")
     code = """
 import sys
-sys.modules["parabench.bench"] = None  # import parabench.bench now raises ImportError
+sys.modules["parabench.sweep.bench"] = None  # import parabench.sweep.bench now raises ImportError
 sys.path.insert(0, sys.argv[1])
 from benchmarks import bench_methods as b
-assert b._MISSING and "parabench.bench" in b._MISSING, b._MISSING
+assert b._MISSING and "parabench.sweep.bench" in b._MISSING, b._MISSING
 assert b.Epoch.params[1] and b.Epoch.param_names[0] == "workload", b.Epoch.params
 try:
     b.Epoch().setup("mlp", "serial", "cpu", 1)
 except NotImplementedError:
     pass
 else:
-    raise AssertionError("setup ran without parabench.bench")
+    raise AssertionError("setup ran without parabench.sweep.bench")
 assert b.Case().setup_cache() == {}
 print("ok")
 """

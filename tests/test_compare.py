@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from parabench.compare import compare, parse_threshold
-from parabench.stats import mann_whitney_p
+from parabench.sweep.diff import compare, parse_threshold
+from parabench.sweep.stats import mann_whitney_p
 from sweepdata import sweep, write
 
 pytestmark = pytest.mark.cpu

@@ -23,7 +23,7 @@ from datafiles import (
     write_text_pairs,
 )
 from parabench.config import ConfigError
-from parabench.datasets import (
+from parabench.workloads.datasets import (
     DatasetError,
     load_cifar10,
     load_image_folder,
@@ -47,7 +47,7 @@ def _raises(fn, *args, match: str, **kwargs) -> None:
 
 def test_dataset_error_is_a_config_error_and_import_needs_no_torch() -> None:
     assert issubclass(DatasetError, ConfigError)
-    code = "import sys, parabench.datasets; sys.exit('torch' in sys.modules)"
+    code = "import sys, parabench.workloads.datasets; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 

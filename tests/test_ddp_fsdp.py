@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
+from parabench.case.execute import execute
+from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
-from parabench.distributed.data_parallel import step_scales
-from parabench.distributed.pool import WorkerPool
-from parabench.distributed.session import fold_epochs
-from parabench.execute import execute
 from parabench.method import EpochStats
 from parabench.registry import methods, workloads
+from parabench.torch.data_parallel import step_scales
+from parabench.torch.session import fold_epochs
 
 pytestmark = [pytest.mark.torch]  # and cpu / cuda / multigpu per test
 
@@ -88,7 +88,7 @@ def test_weights_match_serial_at_the_same_global_batch(trained: dict[str, Any]) 
 
 @pytest.mark.cpu
 def test_ranks_see_disjoint_shards_that_cover_every_sample_once(trained: dict[str, Any]) -> None:
-    from parabench.torch_loop import epoch_order
+    from parabench.torch.loop import epoch_order
 
     pool: WorkerPool = trained["pool"]
     n = trained["describe"]["samples_per_epoch"]
@@ -221,7 +221,7 @@ def test_torchrun_two_simulated_nodes_write_one_result_with_serial_losses(tmp_pa
     out = tmp_path / "r.jsonl"
     cmd = [torchrun, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
            "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0",
-           "-m", "parabench.distributed.launch", "--workload", "mlp", "--method", "ddp",
+           "-m", "parabench.torch.launch", "--workload", "mlp", "--method", "ddp",
            "--epochs", "2", "--profile", "tiny", "--threads", "1", "--out", str(out)]
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"} if Path("/sys/class/net/lo").exists() \
         else dict(os.environ)

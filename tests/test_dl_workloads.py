@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from parabench.case.execute import execute
 from parabench.config import ConfigError, RunConfig
-from parabench.execute import execute
 from parabench.registry import workloads
-from parabench.result import Result
+from parabench.sweep.result import Result
 from parabench.workload import Dataset
 
 pytestmark = pytest.mark.torch
@@ -38,7 +38,7 @@ def untrained_mse(name: str) -> float:
     """Held-out reconstruction error of the model before any training step."""
     import torch
 
-    from parabench.torch_loop import predict
+    from parabench.torch.loop import predict
 
     wl = workloads.get(name)
     data = wl.make_data("tiny", 0)
@@ -255,7 +255,7 @@ def test_nbow_trains_on_a_labelled_text_file(tmp_path: Path) -> None:
 
 def test_seq2seq_trains_on_a_pairs_file(tmp_path: Path) -> None:
     from datafiles import write_text_pairs
-    from parabench.datasets import load_text_pairs
+    from parabench.workloads.datasets import load_text_pairs
 
     path = write_text_pairs(tmp_path / "pairs.tsv", 600)
     data = load_text_pairs(str(path), seed=0, max_len=8)

@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from parabench import execute as execute_mod
+from parabench.case import execute as execute_mod
+from parabench.case.energy import gpu_indices, open_meter, open_nvml, open_rapl
 from parabench.config import RunConfig
-from parabench.energy import gpu_indices, open_meter, open_nvml, open_rapl
 from parabench.method import EpochStats, Method, Session
 from parabench.workload import Dataset, Quality, Workload
 

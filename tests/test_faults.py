@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from parabench.result import Result, read_results
+from parabench.sweep.result import Result, read_results
 
 pytestmark = pytest.mark.cpu
 
@@ -242,7 +242,7 @@ def test_resume_survives_torn_garbage_foreign_and_nan_lines_and_runs_each_case_o
 
 
 def test_a_non_finite_number_is_written_as_valid_json_with_the_reason(tmp_path: Path) -> None:
-    from parabench.result import append_result
+    from parabench.sweep.result import append_result
 
     result = Result(workload="mlp", method="serial", device="cpu", workers=1,
                     threads_per_worker=1, batch_size=64, epochs=2, profile="tiny", seed=0,
@@ -317,7 +317,7 @@ def test_bad_input_is_one_line_exit_2_before_anything_runs(
 
 def test_every_option_is_read_by_some_method_or_workload() -> None:
     from parabench.config import OPTIONS
-    from parabench.preflight import readers_of
+    from parabench.sweep.preflight import readers_of
 
     assert [name for name in OPTIONS if not readers_of(name)] == []
 
@@ -325,7 +325,7 @@ def test_every_option_is_read_by_some_method_or_workload() -> None:
 # --- the pieces, without a runner -------------------------------------------------------------
 
 def test_only_the_directories_of_dead_runners_are_swept(tmp_path: Path) -> None:
-    from parabench.tempdirs import PREFIX, remove_stale, runner_tempdir
+    from parabench.case.tempdirs import PREFIX, remove_stale, runner_tempdir
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -342,8 +342,8 @@ def test_only_the_directories_of_dead_runners_are_swept(tmp_path: Path) -> None:
 
 
 def test_sigkill_is_oom_only_when_an_oom_kill_counter_rose() -> None:
+    from parabench.case.isolate import _ending, _oom_evidence, oom_kill_counts
     from parabench.config import RunConfig
-    from parabench.isolate import _ending, _oom_evidence, oom_kill_counts
 
     cfg = RunConfig(workload="mlp", method="serial", profile="tiny")
     assert all(v >= 0 for v in oom_kill_counts().values())
@@ -362,8 +362,8 @@ def test_skips_inside_a_sweep_stay_skips_and_only_an_all_skipped_grid_is_refused
     fault_plugin: Path,
 ) -> None:
     from parabench.config import ConfigError
-    from parabench.preflight import check_runnable
-    from parabench.runner import Grid, plan
+    from parabench.sweep.preflight import check_runnable
+    from parabench.sweep.run import Grid, plan
 
     sweep = Grid(workloads=["fault_ok"], devices=["cpu", "cuda"], methods=["serial", "ddp"],
                  profile="tiny")
@@ -378,8 +378,8 @@ def test_skips_inside_a_sweep_stay_skips_and_only_an_all_skipped_grid_is_refused
 
 def test_a_plugin_option_is_accepted_where_its_method_is_selected(fault_plugin: Path) -> None:
     from parabench.config import ConfigError
-    from parabench.preflight import check_options
-    from parabench.runner import Grid
+    from parabench.sweep.preflight import check_options
+    from parabench.sweep.run import Grid
 
     check_options(Grid(workloads=["fault_ok"], methods=["wide_serial"],
                        options={"fault_knob": [2]}))

@@ -19,7 +19,7 @@ import pytest
 
 from casewatch import kill_engine_process, watch_run
 from parabench.registry import methods
-from parabench.result import read_results
+from parabench.sweep.result import read_results
 
 pytestmark = [pytest.mark.cpu, pytest.mark.slow]
 
@@ -76,7 +76,7 @@ def test_killed_dask_worker_fails_the_case_and_says_so(earlier: Path, tmp_path: 
 def test_killed_mpi_rank_fails_the_case_and_names_it(earlier: Path, tmp_path: Path) -> None:
     struck, reason = _strike_case(
         # a rank, not the launcher (whose command line names the rank program too)
-        "mpi", lambda cmd: "parabench.engines.mpi_forest_rank" in cmd and "mpiexec" not in cmd[0],
+        "mpi", lambda cmd: "parabench.forest.mpi_rank" in cmd and "mpiexec" not in cmd[0],
         earlier, tmp_path,
     )
     assert re.search(rf"MPI rank \d \(pid {_pid(struck)}\) was killed by SIGKILL", reason), reason

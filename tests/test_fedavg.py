@@ -34,18 +34,18 @@ from typing import Any
 import numpy as np
 import pytest
 
+from parabench.case.execute import execute
+from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
-from parabench.distributed.fedavg_rank import FedAvgProgram, client_order, partition
-from parabench.distributed.pool import WorkerPool
-from parabench.distributed.session import fold_epochs
-from parabench.execute import execute
 from parabench.methods.fedavg import FedAvgSession
-from parabench.parity import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
 from parabench.registry import methods, workloads
+from parabench.sweep.parity import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
+from parabench.torch.fedavg import FedAvgProgram, client_order, partition
+from parabench.torch.session import fold_epochs
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 
-PROGRAM = "parabench.distributed.fedavg_rank:FedAvgProgram"
+PROGRAM = "parabench.torch.fedavg:FedAvgProgram"
 SEEDS = range(5)
 #: serial's epochs (the spread is measured there) and the federation of the parity tests
 EPOCHS, CLIENTS = 3, 4
@@ -165,7 +165,7 @@ def test_noniid_shards_skew_classes_and_sizes_and_are_seeded() -> None:
 def test_client_zero_trains_in_serials_order() -> None:
     import torch
 
-    from parabench.torch_loop import epoch_order
+    from parabench.torch.loop import epoch_order
 
     everything = torch.arange(100)
     assert torch.equal(client_order(everything, seed=3, client=0, local_epoch=2),

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from parabench.config import RunConfig
-from parabench.engines.forest_split import grow_slice, merge, slices
+from parabench.forest.split import grow_slice, merge, slices
 from parabench.method import Session
 from parabench.methods.forest_joblib import predictions_sha
 from parabench.registry import methods, workloads

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from parabench.case.execute import execute
 from parabench.config import RunConfig
-from parabench.execute import execute
 from parabench.forest import Binner, Forest, ForestParams, Prepared, grow_trees, make_kernel
 from parabench.forest import grow as grow_module  # the module (the function is grow_trees)
 from parabench.registry import methods, workloads

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from parabench.measure import TreeSampler, tree_cpu_seconds
+from parabench.case.measure import TreeSampler, tree_cpu_seconds
 
 pytestmark = pytest.mark.cpu
 

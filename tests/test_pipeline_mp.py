@@ -16,10 +16,14 @@ from typing import Any
 
 import pytest
 
+from parabench.case.execute import execute
+from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
-from parabench.distributed.pool import WorkerPool
-from parabench.distributed.session import fold_epochs
-from parabench.distributed.stages import (
+from parabench.method import EpochStats
+from parabench.methods.pipeline import fold_stage_epochs
+from parabench.registry import methods, workloads
+from parabench.torch.session import fold_epochs
+from parabench.torch.stages import (
     Layout,
     balanced_bounds,
     bubble_for_shares,
@@ -27,15 +31,11 @@ from parabench.distributed.stages import (
     micro_split,
     sequential_reason,
 )
-from parabench.execute import execute
-from parabench.method import EpochStats
-from parabench.methods.pipeline import fold_stage_epochs
-from parabench.registry import methods, workloads
 from weight_parity import assert_same_weights
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 
-PROGRAM = "parabench.distributed.pipeline_rank:PipelineProgram"
+PROGRAM = "parabench.torch.pipeline:PipelineProgram"
 #: (epochs, global batch, micro-batches) per workload
 SETUP = {"mlp": (2, 48, 3), "cnn": (1, 64, 4)}
 #: method case -> (method, workers, stages, extra options)
@@ -120,7 +120,7 @@ def test_every_global_sample_counts_once_and_idle_is_the_bubble(
 
 
 def test_replicas_take_disjoint_shards_like_ddp(trained: dict[str, Any]) -> None:
-    from parabench.torch_loop import epoch_order
+    from parabench.torch.loop import epoch_order
 
     stages, pool = trained["stages"], trained["pool"]
     shards = pool.call("seen", epoch=0)

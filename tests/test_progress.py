@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from parabench.progress import Progress
-from parabench.result import Result
+from parabench.sweep.progress import Progress
+from parabench.sweep.result import Result
 
 pytestmark = pytest.mark.cpu
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from parabench.recommend import candidates
-from parabench.report import format_table, summarize
+from parabench.sweep.recommend import candidates
+from parabench.sweep.report import format_table, summarize
 from sweepdata import case, skipped, sweep, write
 
 pytestmark = pytest.mark.cpu
@@ -76,7 +76,7 @@ def _lines(ax) -> dict[str, object]:  # label -> Line2D
 
 def test_scaling_plot_has_each_method_the_ideal_line_and_an_amdahl_prediction() -> None:
     pytest.importorskip("matplotlib")
-    from parabench.sweep_report.plots import scaling_figure
+    from parabench.sweep.site.plots import scaling_figure
 
     cands = candidates(sweep(methods=("serial", "ddp", "pipeline"), workers=(1, 2, 4)))
     ax = scaling_figure(cands).axes[0]
@@ -95,7 +95,7 @@ def test_scaling_plot_has_each_method_the_ideal_line_and_an_amdahl_prediction() 
 
 def test_component_memory_and_curve_plots_carry_the_right_series() -> None:
     pytest.importorskip("matplotlib")
-    from parabench.sweep_report.plots import components_figure, curves_figure, memory_figure
+    from parabench.sweep.site.plots import components_figure, curves_figure, memory_figure
 
     results = sweep(methods=("serial", "ddp"), workers=(1, 2))
     cands = candidates(results)
@@ -116,7 +116,7 @@ def test_component_memory_and_curve_plots_carry_the_right_series() -> None:
 
 def test_batch_sweep_plot_appears_only_with_several_batch_sizes_and_stars_auto() -> None:
     pytest.importorskip("matplotlib")
-    from parabench.sweep_report.plots import batch_figure, scope_figures
+    from parabench.sweep.site.plots import batch_figure, scope_figures
 
     one = sweep(methods=("serial",))
     assert batch_figure(candidates(one)) is None

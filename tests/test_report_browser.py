@@ -49,7 +49,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_the_recommendation_is_visible_without_scrolling(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     browser = _chromium()
-    from parabench.sweep_report import write_report
+    from parabench.sweep.site import write_report
 
     results = sweep(workloads=("cnn", "mlp"), methods=("serial", "ddp", "fsdp", "pipeline"),
                     workers=(1, 2, 4))

@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from parabench.result import read_results
-from parabench.runner import Grid, plan, run_grid
+from parabench.sweep.result import read_results
+from parabench.sweep.run import Grid, plan, run_grid
 
 pytestmark = pytest.mark.cpu
 

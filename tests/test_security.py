@@ -58,7 +58,7 @@ def test_tf_multiworker_exposes_only_tensorflows_grpc_ports_and_the_result_says_
 ) -> None:
     """TensorFlow hard-codes 0.0.0.0 for its gRPC servers: the one documented exception. Any
     other non-loopback listener of the case, or a result that does not name the ports, fails."""
-    from parabench.result import read_results
+    from parabench.sweep.result import read_results
 
     _require("tf_multiworker")
     out = tmp_path / "r.jsonl"
@@ -102,7 +102,7 @@ def _stranger(port: int, marker: Path) -> bytes:
 
 
 def test_mpi_channel_refuses_a_peer_without_the_key_before_unpickling(tmp_path: Path) -> None:
-    from parabench.engines.mpi_forest_rank import Channel, ChannelRefused, new_key
+    from parabench.forest.mpi_rank import Channel, ChannelRefused, new_key
 
     key, marker = new_key(), tmp_path / "unpickled"
     with socket.create_server(("127.0.0.1", 0)) as listener:
@@ -130,7 +130,7 @@ def test_mpi_channel_refuses_a_peer_without_the_key_before_unpickling(tmp_path: 
 
 
 def test_mpi_channel_carries_messages_and_refuses_replayed_or_altered_ones() -> None:
-    from parabench.engines.mpi_forest_rank import Channel, ChannelRefused, new_key
+    from parabench.forest.mpi_rank import Channel, ChannelRefused, new_key
 
     key = new_key()
     a, b = socket.socketpair()
@@ -224,7 +224,7 @@ def test_local_dask_cluster_refuses_a_client_without_the_case_certificate() -> N
 
 def test_cifar_batch_that_would_run_code_is_refused_unread(tmp_path: Path) -> None:
     from datafiles import write_cifar10
-    from parabench.datasets import DatasetError, load_cifar10
+    from parabench.workloads.datasets import DatasetError, load_cifar10
 
     write_cifar10(tmp_path, 10)
     marker = tmp_path / "unpickled"

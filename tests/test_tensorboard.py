@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from parabench.tensorboard import TensorBoardLog, run_name
+from parabench.sweep.tensorboard import TensorBoardLog, run_name
 from sweepdata import case
 
 pytestmark = pytest.mark.cpu

@@ -25,10 +25,10 @@ import pytest
 
 from parabench.config import RunConfig
 from parabench.methods.tf_data_parallel import reserve_ports, tf_config
-from parabench.parity import assess
 from parabench.registry import methods, workloads
-from parabench.report import summarize
-from parabench.result import QualityValue, Result, read_results
+from parabench.sweep.parity import assess
+from parabench.sweep.report import summarize
+from parabench.sweep.result import QualityValue, Result, read_results
 
 STEPS = 4  # K global steps of the weight-parity tests
 ATOL = 1e-5
@@ -111,7 +111,7 @@ def test_tf_data_parallel_over_two_gpus_matches_tf_serial_on_one(method: str) ->
 def test_killing_a_worker_mid_case_fails_it_naming_the_worker_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:
-    from parabench.isolate import run_isolated
+    from parabench.case.isolate import run_isolated
 
     config = _config("tf_multiworker", 2, workload="mlp")
     config = RunConfig.from_dict({**config.to_dict(), "epochs": 200})
@@ -174,7 +174,7 @@ class EnvProbe:
 
 @pytest.mark.cpu
 def test_a_pool_without_a_torch_group_hosts_other_engines_workers() -> None:
-    from parabench.distributed.pool import NO_GROUP, WorkerError, WorkerPool
+    from parabench.case.pool import NO_GROUP, WorkerError, WorkerPool
 
     env = [{"TF_CONFIG": "zero"}, {"TF_CONFIG": "one"}]
     with WorkerPool(2, EnvProbe, backend=NO_GROUP, threads=1, rank_env=env) as pool:

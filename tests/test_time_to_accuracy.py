@@ -16,14 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from parabench import execute as execute_mod
+from parabench.case import execute as execute_mod
+from parabench.case.target import TargetTracker, default_target, reached, resolve_target
 from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.registry import workloads
-from parabench.report import format_table, summarize
-from parabench.result import Result
-from parabench.runner import Grid, plan
-from parabench.target import TargetTracker, default_target, reached, resolve_target
+from parabench.sweep.report import format_table, summarize
+from parabench.sweep.result import Result
+from parabench.sweep.run import Grid, plan
 from parabench.workload import Dataset, Quality, Workload
 
 pytestmark = pytest.mark.cpu
@@ -310,7 +310,7 @@ def test_serials_own_best_is_reached_at_the_epoch_it_was_first_seen(
 
 
 def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    from parabench.distributed.launch import config_from, parse_args
+    from parabench.torch.launch import config_from, parse_args
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     base = ["--workload", "mlp", "--method", "ddp", "--out", "r.jsonl", "--epochs", "6"]
@@ -322,7 +322,7 @@ def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch
 
 def test_a_killed_case_keeps_the_qualities_it_printed(tmp_path: Path) -> None:
     """The runner salvages a timed-out worker's epochs; in this mode its qualities too."""
-    from parabench.isolate import _salvaged
+    from parabench.case.isolate import _salvaged
 
     log = tmp_path / "out.log"
     tracker = TargetTracker(target=0.9, higher_is_better=True)

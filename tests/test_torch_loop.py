@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from parabench.case.execute import execute
 from parabench.config import RunConfig
-from parabench.execute import execute
 from parabench.registry import methods, workloads
 
 pytestmark = [pytest.mark.torch, pytest.mark.cpu]
@@ -79,7 +79,7 @@ def test_result_records_flops_components_and_options() -> None:
 def test_flop_counting_leaves_training_unchanged() -> None:
     import torch
 
-    from parabench.torch_setup import flops_per_sample
+    from parabench.torch.build import flops_per_sample
 
     wl = workloads.get("mlp")
     data = wl.make_data("tiny", 0)
@@ -94,7 +94,7 @@ def test_flop_counting_leaves_training_unchanged() -> None:
 def test_cpu_allocator_failure_is_recorded_as_oom_with_advice() -> None:
     import torch
 
-    from parabench.execute import is_oom
+    from parabench.case.execute import is_oom
 
     with pytest.raises(RuntimeError) as info:
         torch.empty(2**50)  # 4 PiB: malloc fails, torch raises a plain RuntimeError

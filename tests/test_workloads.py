@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from parabench.case.execute import execute
 from parabench.config import RunConfig
-from parabench.execute import execute
 from parabench.registry import workloads
 
 pytestmark = pytest.mark.cpu
@@ -79,7 +79,7 @@ def test_auto_batch_size_picks_a_power_of_two_within_the_data() -> None:
 def test_auto_batch_size_too_big_for_budget_is_oom() -> None:
     import torch
 
-    from parabench.torch_setup import auto_batch_size
+    from parabench.torch.build import auto_batch_size
 
     model = torch.nn.Linear(8, 2)
     x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))

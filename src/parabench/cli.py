@@ -30,10 +30,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from parabench.case.target import DEFAULT as DEFAULT_TARGET
+from parabench.case.target import DEFAULT_MAX_EPOCHS
 from parabench.config import AUTO, DEVICES, PROFILES, BatchSize, ConfigError
 from parabench.registry import UnknownNameError
-from parabench.target import DEFAULT as DEFAULT_TARGET
-from parabench.target import DEFAULT_MAX_EPOCHS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_EPOCHS = 3
@@ -277,11 +277,11 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from parabench import preflight
     from parabench.engines.probe import check_external_engines
-    from parabench.report import format_table, summarize
-    from parabench.result import FAILED_STATUSES
-    from parabench.runner import Grid, plan, run_grid
+    from parabench.sweep import preflight
+    from parabench.sweep.report import format_table, summarize
+    from parabench.sweep.result import FAILED_STATUSES
+    from parabench.sweep.run import Grid, plan, run_grid
 
     preflight.check_timeout(args.timeout)
     preflight.check_out(args.out)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from parabench.result import Result, read_results
+from parabench.sweep.result import Result, read_results
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -46,8 +46,8 @@ def add_report_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def dry_run(grid: Any, args: argparse.Namespace) -> int:
-    from parabench.dryrun import describe_plan
-    from parabench.runner import plan
+    from parabench.sweep.dryrun import describe_plan
+    from parabench.sweep.run import plan
 
     print(describe_plan(plan(grid), list(read_results(args.out)), resume=args.resume))
     return EXIT_OK
@@ -55,7 +55,7 @@ def dry_run(grid: Any, args: argparse.Namespace) -> int:
 
 def earlier_baselines(out: str) -> list[Result]:
     """Baseline results already in --out: parity uses them, so the table's speedup does too."""
-    from parabench.recommend import is_baseline
+    from parabench.sweep.recommend import is_baseline
 
     return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
 
@@ -63,7 +63,7 @@ def earlier_baselines(out: str) -> list[Result]:
 def tensorboard_log(log_dir: str | None) -> Any:
     if log_dir is None:
         return None
-    from parabench.tensorboard import TensorBoardLog
+    from parabench.sweep.tensorboard import TensorBoardLog
 
     try:
         return TensorBoardLog(log_dir)
@@ -74,7 +74,7 @@ def tensorboard_log(log_dir: str | None) -> Any:
 def write_report_and_say(results: list[Result], out_dir: str, *,
                          baselines: Sequence[Result] = (), sources: Sequence[str] = ()) -> None:
     """Write the report; print its recommendation lines, then its path (the last line)."""
-    from parabench.sweep_report import write_report
+    from parabench.sweep.site import write_report
 
     try:
         files = write_report(results, out_dir, baselines=baselines, sources=sources)
@@ -100,7 +100,7 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from parabench.compare import compare, format_comparison, parse_threshold
+    from parabench.sweep.diff import compare, format_comparison, parse_threshold
 
     try:
         threshold = parse_threshold(args.threshold)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from parabench import hardware
+from parabench.case.clock import Clock
 from parabench.config import RunConfig, available_cores
 from parabench.workload import Workload
 
@@ -57,6 +58,9 @@ class Session(ABC):
         #: forward + backward FLOPs per training sample, where the session can count them
         self.flops_per_sample: float | None = None
         self.notes: dict[str, Any] = {}
+        #: the harness's clock (:mod:`parabench.case.clock`): the lifecycle replaces it before
+        #: ``start``; a session times its work with ``self.clock.time`` and reads no timer itself
+        self.clock = Clock()
 
     @abstractmethod
     def start(self) -> None:
@@ -94,7 +98,7 @@ class Method(ABC):
     families: ClassVar[frozenset[str]] = frozenset()
     #: None: any count; otherwise the largest worker count this method can use
     max_workers: ClassVar[int | None] = None
-    #: how results compare with ``serial`` (see :mod:`parabench.parity`): "exact" - the same
+    #: how results compare with ``serial`` (see :mod:`parabench.sweep.parity`): "exact" - the same
     #: mathematics, so held-out quality must match serial's to float tolerance;
     #: "statistical" - a different algorithm (federated averaging, histogram forests, Spark),
     #: so quality must be within a margin derived from serial's seed-to-seed spread;

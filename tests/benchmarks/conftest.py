@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from parabench.bench import BenchCase, smoke_cases
+from parabench.sweep.bench import BenchCase, smoke_cases
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

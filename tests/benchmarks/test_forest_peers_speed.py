@@ -28,9 +28,10 @@ from typing import Any
 
 import pytest
 
-from parabench.bench import BenchCase, StartedCase
-from parabench.parity import tolerance
+from parabench.case.lifecycle import StartedCase
 from parabench.registry import methods
+from parabench.sweep.bench import BenchCase
+from parabench.sweep.parity import tolerance
 
 pytestmark = pytest.mark.cpu
 

@@ -27,9 +27,10 @@ from typing import Any
 
 import pytest
 
-from parabench.bench import BASELINE, BenchCase, StartedCase
+from parabench.case.lifecycle import StartedCase
 from parabench.config import RunConfig
 from parabench.registry import methods, workloads
+from parabench.sweep.bench import BASELINE, BenchCase
 
 pytestmark = pytest.mark.cpu
 

@@ -4,7 +4,7 @@
     pytest -m cuda --benchmark-only                               # GPU runners; skips elsewhere
     pytest tests/benchmarks                                       # smoke: each case once, tiny
 
-Cases come from :func:`parabench.bench.bench_cases`, so a new method brings its own cases with
+Cases come from :func:`parabench.sweep.bench.bench_cases`, so a new method brings its own cases with
 the markers it needs. The timed function is one steady-state epoch of a session started (and
 warmed up by one epoch) outside the timed region. ``benchmark.extra_info`` holds samples/s,
 speedup and efficiency against the serial case of the same workload and device, start-up,
@@ -22,10 +22,11 @@ from typing import Any
 
 import pytest
 
-from parabench.bench import BenchCase, StartedCase, bench_cases
-from parabench.measure import TreeSampler
-from parabench.recommend import baseline_of, is_baseline
+from parabench.case.lifecycle import StartedCase
+from parabench.case.measure import TreeSampler
 from parabench.registry import workloads
+from parabench.sweep.bench import BenchCase, bench_cases
+from parabench.sweep.recommend import baseline_of, is_baseline
 
 ROUNDS = 10  # fewer (down to MIN_ROUNDS) when an epoch is slow, to stay near ROUND_BUDGET_S
 MIN_ROUNDS = 5

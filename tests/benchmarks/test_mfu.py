@@ -5,7 +5,7 @@
 Each case starts a serial session (quick profile, every core), warms up one epoch, times
 steady epochs, and records in ``extra_info``: FLOPs per sample (``torch.utils.flop_counter``,
 forward + backward), achieved FLOP/s, the measured matmul peak at the same thread count
-(:func:`parabench.peak.matmul_peak_flops`), and MFU = achieved / peak.
+(:func:`parabench.case.peak.matmul_peak_flops`), and MFU = achieved / peak.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from parabench.bench import StartedCase
+from parabench.case.lifecycle import StartedCase
+from parabench.case.peak import matmul_peak_flops
 from parabench.config import RunConfig, available_cores
-from parabench.peak import matmul_peak_flops
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 

@@ -9,7 +9,7 @@ both see the same machine noise, and the first round (stage metadata inference, 
 dropped. The timed target is the ``1f1b`` epoch; ``gpipe``'s runs in the round's set-up.
 
 Measured bubble fraction = mean over stages of (epoch - the stage's data + forward +
-backward + optimizer time) / epoch (see :mod:`parabench.distributed.pipeline_rank`), median
+backward + optimizer time) / epoch (see :mod:`parabench.torch.pipeline`), median
 over the steady rounds, next to the ideal pipeline's (p - 1) / (m + p - 1) = 0.2. The two
 schedules have the same ideal bubble (1F1B saves activation memory, not idle time); the
 measured one also holds the stages' imbalance (``cnn``'s FLOP-balanced cut is about 90 / 10:

@@ -8,11 +8,11 @@ Usage::
 The global batch ``B`` (``--batch-size`` or the workload default) is split ``B / workers`` per
 rank over serial's seeded sample order, sharded ``order[rank::workers]``, so the weights match
 ``serial`` with batch ``B`` to float tolerance (``parity = "exact"``); see
-:mod:`parabench.distributed.data_parallel`. Ranks live in a persistent
-:class:`~parabench.distributed.pool.WorkerPool`: spawn and rendezvous are ``startup_s``.
+:mod:`parabench.torch.data_parallel`. Ranks live in a persistent
+:class:`~parabench.case.pool.WorkerPool`: spawn and rendezvous are ``startup_s``.
 
 Components: ``data``, ``forward``, ``backward``, ``optimizer`` come from the shared
-:class:`~parabench.torch_loop.TorchLoop` (``backward`` includes DDP's wait for the last
+:class:`~parabench.torch.loop.TorchLoop` (``backward`` includes DDP's wait for the last
 all-reduce), plus ``communication``, measured by a DDP communication hook that wraps the
 default all-reduce hook (same arithmetic: divide by world size, all-reduce, so parity is
 untouched). ``communication`` is the wall time, per epoch, during which **at least one**
@@ -32,10 +32,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.distributed.data_parallel import DataParallelMethod, DataParallelProgram
-from parabench.distributed.session import DistributedTorchSession
 from parabench.method import Session
 from parabench.registry import methods
+from parabench.torch.data_parallel import DataParallelMethod, DataParallelProgram
+from parabench.torch.session import DistributedTorchSession
 
 if TYPE_CHECKING:
     import torch

@@ -10,11 +10,11 @@ own shard starting from the global model, then the server averages the clients' 
 sample count. ``epoch_s`` is the round's slowest rank between barriers, ``samples`` counts all
 samples the clients processed in the round (E x the training set), the loss is the
 sample-weighted mean of the clients' losses. Worker processes are ranks of a persistent
-:class:`~parabench.distributed.pool.WorkerPool` (gloo on CPU, NCCL with one GPU per rank on
+:class:`~parabench.case.pool.WorkerPool` (gloo on CPU, NCCL with one GPU per rank on
 CUDA); each hosts ``clients / workers`` clients, trained one after another, and the average is
 one all-reduce of the sample-weighted parameters and buffers. Splits (IID, Dirichlet 0.5
 non-IID), the per-client batch, optimizer state, buffers and the time components
-(``communication``, ``idle``) are described in :mod:`parabench.distributed.fedavg_rank`.
+(``communication``, ``idle``) are described in :mod:`parabench.torch.fedavg`.
 
 How many rounds: each client steps on the workload's batch over n / K samples, so one round
 of one local epoch is 1 / K of a serial epoch's steps per client. ``rounds = K x serial's
@@ -25,7 +25,7 @@ non-IID clients drift apart between averages.
 
 FedAvg is not serial's mathematics (K > 1 clients drift apart between averages), so
 ``parity = "statistical"``: held-out quality must come within
-``SPREAD_FACTOR x seed_spread[profile]`` of serial's (see :mod:`parabench.parity`).
+``SPREAD_FACTOR x seed_spread[profile]`` of serial's (see :mod:`parabench.sweep.parity`).
 With ``--clients 1`` it is serial exactly.
 """
 
@@ -35,14 +35,14 @@ from typing import ClassVar
 
 from parabench import hardware
 from parabench.config import RunConfig
-from parabench.distributed.session import DistributedTorchSession
 from parabench.method import TORCH_OPTIONS, Method, Session
 from parabench.registry import methods
+from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
 
 
 class FedAvgSession(DistributedTorchSession):
-    program: ClassVar[str] = "parabench.distributed.fedavg_rank:FedAvgProgram"
+    program: ClassVar[str] = "parabench.torch.fedavg:FedAvgProgram"
 
 
 def clients_for(config: RunConfig) -> int:

@@ -17,7 +17,7 @@ moves only tree parameters and fitted trees.
 - ``dask+threads`` (seed 000's hybrid) gives each worker one contiguous share of the trees
   as one task, and the worker grows its share with ``threads_per_worker`` threads (joblib's
   threading backend); the shares are merged in tree order. The split is seed-exact
-  (:mod:`parabench.engines.forest_split`).
+  (:mod:`parabench.forest.split`).
 
 Both predict exactly like ``serial`` for the same ``random_state``. A worker that dies during
 the case (the local scheduler does not retry its tasks; a nanny-restarted worker is noticed)
@@ -103,7 +103,7 @@ class DaskThreadsSession(DaskForestSession):
         self.scattered = {"x": x, "y": y}
 
     def fit(self, data: Dataset) -> Any:
-        from parabench.engines.forest_split import merge, slices
+        from parabench.forest.split import merge, slices
 
         assert self.cluster is not None and self.cluster.client is not None
         client = self.cluster.client
@@ -188,7 +188,7 @@ def _import_trees() -> None:
 def _grow_share(est: Any, x: Any, y: Any, lo: int, hi: int, threads: int) -> Any:
     from joblib import parallel_config
 
-    from parabench.engines.forest_split import grow_slice
+    from parabench.forest.split import grow_slice
 
     with parallel_config(backend="threading", n_jobs=threads):
         return grow_slice(est, x, y, lo, hi)

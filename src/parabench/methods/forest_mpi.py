@@ -4,10 +4,10 @@ Usage::
 
     parabench run --workload random_forest --method mpi --workers 4
 
-``start()`` launches ``mpiexec -n workers python -m parabench.engines.mpi_forest_rank`` once
+``start()`` launches ``mpiexec -n workers python -m parabench.forest.mpi_rank`` once
 (start-up = launch + every rank loading the data) and waits for rank 0 to connect back to a
 command socket on 127.0.0.1. Each epoch sends one ``fit`` command: every rank grows its
-contiguous, seed-exact share of the trees (:mod:`parabench.engines.forest_split`), rank 0
+contiguous, seed-exact share of the trees (:mod:`parabench.forest.split`), rank 0
 gathers and merges them in order and sends the forest back, so the forest predicts exactly
 like ``serial``'s. The epoch time is the whole round trip; ``components`` splits it into the
 slowest rank's tree building and the rest (gather, merge, transfer).
@@ -41,8 +41,8 @@ import psutil
 
 from parabench import hardware
 from parabench.config import RunConfig
-from parabench.engines.mpi_forest_rank import KEY_ENV, Channel, ChannelRefused, new_key
 from parabench.envinfo import THREAD_VARS
+from parabench.forest.mpi_rank import KEY_ENV, Channel, ChannelRefused, new_key
 from parabench.methods.forest_joblib import ForestSession, _ForestMethod
 from parabench.registry import methods
 from parabench.workload import Dataset, EstimatorWorkload
@@ -113,7 +113,7 @@ class MPIForestSession(ForestSession):
     def _command(self, port: int) -> list[str]:
         return [
             launcher(), "-n", str(self.config.workers),
-            sys.executable, "-m", "parabench.engines.mpi_forest_rank",
+            sys.executable, "-m", "parabench.forest.mpi_rank",
             "--connect", f"{LOOPBACK}:{port}", "--config", json.dumps(self.config.to_dict()),
         ]
 

@@ -6,7 +6,7 @@ Usage::
 
 Same batch and sharding semantics as ``ddp`` (global batch ``B``, ``B / workers`` per rank,
 serial's order sharded ``order[rank::workers]``; see
-:mod:`parabench.distributed.data_parallel`), so ``parity = "exact"``. Each rank keeps
+:mod:`parabench.torch.data_parallel`), so ``parity = "exact"``. Each rank keeps
 ``1 / workers`` of every parameter, gradient and optimizer state: every top-level child module
 that owns parameters is its own FSDP unit (all-gathered for its forward and backward, then
 freed), and the root takes whatever parameters are left. Gradients are reduce-scattered and
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.distributed.data_parallel import DataParallelMethod, DataParallelProgram
-from parabench.distributed.session import DistributedTorchSession
 from parabench.method import Session
 from parabench.registry import methods
+from parabench.torch.data_parallel import DataParallelMethod, DataParallelProgram
+from parabench.torch.session import DistributedTorchSession
 
 if TYPE_CHECKING:
     import torch

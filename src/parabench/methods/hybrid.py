@@ -6,7 +6,7 @@ Usage::
     # 2 stages x 2 replicas; rank r is stage r % 2 of replica r // 2
 
 ``workers`` = ``stages`` (option, default 2) x replicas. Each replica is a ``pipeline`` (the
-same rank program, :mod:`parabench.distributed.pipeline_rank`, GPipe or 1F1B over
+same rank program, :mod:`parabench.torch.pipeline`, GPipe or 1F1B over
 micro-batches); the data is sharded across replicas exactly as ``ddp`` shards it (global batch
 ``B``, ``B / replicas`` per replica, replica ``j`` takes ``order[j::replicas]`` of serial's
 seeded order), and after every step each stage's gradients are all-reduced (one flat SUM,

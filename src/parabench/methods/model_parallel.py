@@ -7,7 +7,7 @@ Usage::
 
 Seed 002's layer-wise model parallelism (2.2.4): the workload's ``sequential()`` view is cut
 into ``stages`` contiguous slices (option ``stages``, default 2) balanced by forward + backward
-FLOPs (:mod:`parabench.distributed.stages`), slice ``i`` lives on ``cuda:i``, and the forward
+FLOPs (:mod:`parabench.torch.stages`), slice ``i`` lives on ``cuda:i``, and the forward
 moves each activation to the next slice's device; autograd moves the gradients back. Only
 one device works at a time: this is the memory split, not a speed-up (``pipeline`` overlaps
 the stages with micro-batches).
@@ -19,7 +19,7 @@ sequential view (``seq2seq``) are skipped with the reason.
 Parity is exact: the same modules compute the same batch in the same order as ``serial``
 (same global batch, same seeded sample order, one optimizer over the same parameters).
 
-Training is the shared :class:`~parabench.torch_loop.TorchLoop` over the staged module, so
+Training is the shared :class:`~parabench.torch.loop.TorchLoop` over the staged module, so
 precision, the DataLoader knobs and ``--batch-size auto`` behave as in ``serial``. Batches
 live on the first stage's device; the loss moves the targets to the last stage's device.
 
@@ -97,13 +97,13 @@ class ModelParallelSession(Session):
     def start(self) -> None:
         import torch
 
-        from parabench.distributed.stages import cut
-        from parabench.torch_setup import (
+        from parabench.torch.build import (
             flops_per_sample,
             load_tensors,
             make_loop,
             resolve_batch_size,
         )
+        from parabench.torch.stages import cut
 
         torch.set_num_threads(self.threads_per_worker)
         names = stage_devices(self.config)
@@ -149,7 +149,7 @@ class ModelParallelSession(Session):
                           components=stats.components)
 
     def evaluate(self) -> float:
-        from parabench.torch_loop import predict
+        from parabench.torch.loop import predict
 
         outputs = predict(self.loop.model, self.x_test).to(self.y_test.device)
         self.peak_gpu_mb()  # the per-device peaks into notes while the result still reads them
@@ -185,7 +185,7 @@ class ModelParallel(Method):
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         if (reason := super().check(workload, config)) is not None:
             return reason
-        from parabench.distributed.stages import sequential_reason
+        from parabench.torch.stages import sequential_reason
 
         stages = config.option("stages", DEFAULT_STAGES)
         if config.device == "cuda" and stages > (gpus := hardware.cuda_device_count()):

@@ -7,12 +7,12 @@ Usage::
     parabench run --workload cnn --method pipeline --workers 2 --device cuda    # one GPU each
 
 One rank process per stage (``workers`` = stages; the ``stages`` option, if given, must say
-the same), kept in a persistent :class:`~parabench.distributed.pool.WorkerPool`: spawn and
+the same), kept in a persistent :class:`~parabench.case.pool.WorkerPool`: spawn and
 rendezvous are ``startup_s``. The workload's ``sequential()`` view is cut into FLOP-balanced
 contiguous stages, each a manual ``PipelineStage``, driven by ``ScheduleGPipe`` (``gpipe``,
 default) or ``Schedule1F1B`` (``1f1b``) over ``microbatches`` (default 4) equal micro-batches
 of every global batch. gloo on CPU, NCCL on CUDA. Details, gradient scaling and the timing of
-each component: :mod:`parabench.distributed.pipeline_rank`.
+each component: :mod:`parabench.torch.pipeline`.
 
 Parity is exact: micro-batch losses are weighted by their share of the batch and gradients
 accumulated unscaled, so each optimizer step equals ``serial``'s on the whole global batch.
@@ -40,14 +40,14 @@ from typing import Any, ClassVar
 
 from parabench import hardware
 from parabench.config import RunConfig
-from parabench.distributed.session import DistributedTorchSession, fold_epochs
 from parabench.method import EpochStats, Method, Session
 from parabench.registry import methods
+from parabench.torch.session import DistributedTorchSession, fold_epochs
 from parabench.workload import TorchWorkload, Workload
 
 
 class PipelineSession(DistributedTorchSession):
-    program: ClassVar[str] = "parabench.distributed.pipeline_rank:PipelineProgram"
+    program: ClassVar[str] = "parabench.torch.pipeline:PipelineProgram"
 
     def __init__(self, workload: Workload, config: RunConfig, stages: int) -> None:
         super().__init__(workload, config)
@@ -78,7 +78,7 @@ def fold_stage_epochs(per_rank: list[EpochStats], notes: dict[str, Any]) -> Epoc
 
 
 class StagedMethod(Method):
-    """Shared checks of the methods built on :mod:`parabench.distributed.pipeline_rank`."""
+    """Shared checks of the methods built on :mod:`parabench.torch.pipeline`."""
 
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
@@ -93,8 +93,8 @@ class StagedMethod(Method):
         """The stage count of this case, or why the worker count does not fit."""
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
-        from parabench.distributed.data_parallel import global_batch
-        from parabench.distributed.stages import DEFAULT_MICROBATCHES, sequential_reason
+        from parabench.torch.data_parallel import global_batch
+        from parabench.torch.stages import DEFAULT_MICROBATCHES, sequential_reason
 
         if (reason := super().check(workload, config)) is not None:
             return reason

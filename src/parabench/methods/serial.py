@@ -55,7 +55,7 @@ class SerialTorchSession(Session):
     def start(self) -> None:
         import torch
 
-        from parabench.torch_setup import (
+        from parabench.torch.build import (
             flops_per_sample,
             load_tensors,
             make_loop,
@@ -81,7 +81,7 @@ class SerialTorchSession(Session):
         return self.loop.train_epoch(epoch)
 
     def evaluate(self) -> float:
-        from parabench.torch_loop import predict
+        from parabench.torch.loop import predict
 
         return self.workload.score(predict(self.loop.model, self.x_test), self.y_test)
 

@@ -14,7 +14,7 @@ Usage::
 * ``tf_mirrored`` - ``MirroredStrategy`` over ``workers`` GPUs in one process (needs >= 2 GPUs;
   CPU runs only in the tests, over logical CPU devices).
 
-Workers are :class:`~parabench.distributed.pool.WorkerPool` ranks with ``backend="none"``
+Workers are :class:`~parabench.case.pool.WorkerPool` ranks with ``backend="none"``
 (no torch process group): the pool's pipes, death detection (a killed worker fails the case
 with "rank N died (exit -9, SIGKILL)" and the others are killed), parent-death kill and
 clean-up are the torch methods'. Start-up (spawn, TF import, data, gRPC servers, strategy,
@@ -41,11 +41,11 @@ from typing import Any, ClassVar
 
 from parabench import hardware
 from parabench.config import RunConfig
-from parabench.distributed.data_parallel import DataParallelMethod
-from parabench.distributed.session import DistributedTorchSession
 from parabench.method import TORCH_OPTIONS, Session
 from parabench.registry import methods
 from parabench.tf.models import missing_model
+from parabench.torch.data_parallel import DataParallelMethod
+from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
 
 PROGRAM = "parabench.tf.program:TFProgram"
@@ -86,7 +86,7 @@ class TFSession(DistributedTorchSession):
         return {**super().program_args(), "strategy": self.strategy}
 
     def make_pool(self) -> Any:
-        from parabench.distributed.pool import NO_GROUP, WorkerPool
+        from parabench.case.pool import NO_GROUP, WorkerPool
 
         n = self.processes()
         env = None

@@ -17,7 +17,7 @@ The loop, identical under every strategy (``model.fit`` fails under MultiWorkerM
 with TF 2.21 + Keras 3, so there is none):
 
 * the data are the workload's own tensors as numpy (``Workload.tensors``), kept as constants;
-* epoch ``e`` visits ``parabench.torch_loop.epoch_order(n, seed, e)`` in global batches of
+* epoch ``e`` visits ``parabench.torch.loop.epoch_order(n, seed, e)`` in global batches of
   ``B``; replica ``r`` of ``R`` takes ``batch[r::R]`` (torch ``ddp``'s sharding);
 * each replica's loss is its summed cross-entropy / the size of the *global* batch, and Keras'
   optimizer all-reduces (sums) the gradients, so every step is the serial mean-loss step;
@@ -36,8 +36,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from parabench.case.rank import RankContext
 from parabench.config import RunConfig
-from parabench.distributed.rank import RankContext
 from parabench.method import EpochStats
 
 STRATEGIES = ("default", "multiworker", "mirrored")
@@ -89,9 +89,9 @@ class TFProgram:
 
     def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any],
                  strategy: str = "default") -> None:
-        from parabench.distributed.data_parallel import global_batch
         from parabench.registry import workloads
         from parabench.tf.models import keras_layout, keras_model
+        from parabench.torch.data_parallel import global_batch
 
         self.ctx, self.kind = ctx, strategy
         self.config = cfg = RunConfig.from_dict(config)
@@ -179,7 +179,7 @@ class TFProgram:
 
     def train_epoch(self, epoch: int, limit: int | None = None) -> EpochStats:
         """One epoch (or its first ``limit`` global batches: the parity tests' K steps)."""
-        from parabench.torch_loop import epoch_order
+        from parabench.torch.loop import epoch_order
 
         local = self.strategy.experimental_local_results
         starts = range(0, self.n, self.batch_size)[:limit]

@@ -44,7 +44,7 @@ def load_digits(
 ) -> Dataset:
     """MNIST from ``data_dir``, else seeded synthetic 1x28x28 digit-like images."""
     if data_dir is not None:
-        from parabench.datasets import load_mnist
+        from parabench.workloads.datasets import load_mnist
 
         return load_mnist(data_dir)
     n, profile_noise = SIZES[profile]

@@ -55,7 +55,7 @@ class DenseNet121(TorchWorkload):
                 n=n, classes=10, channels=3, size=side, seed=seed, noise=noise,
                 separation=separation,
             )
-        from parabench.datasets import load_image_folder
+        from parabench.workloads.datasets import load_image_folder
 
         return load_image_folder(data_dir, size=side, seed=seed)
 

@@ -50,7 +50,7 @@ class NBoW(TorchWorkload):
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
         n, classes, vocab, max_len = SIZES[profile]
         if data_dir is not None:
-            from parabench.datasets import load_labeled_text
+            from parabench.workloads.datasets import load_labeled_text
 
             return load_labeled_text(data_dir, seed=seed, max_len=max_len, vocab_size=vocab)
         return class_texts(n=n, classes=classes, vocab_size=vocab, max_len=max_len, seed=seed)

@@ -111,7 +111,7 @@ class Seq2Seq(TorchWorkload):
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
         n, vocab, max_len, _, _ = SIZES[profile]
         if data_dir is not None:
-            from parabench.datasets import load_text_pairs
+            from parabench.workloads.datasets import load_text_pairs
 
             return load_text_pairs(data_dir, seed=seed, max_len=max_len, vocab_size=REAL_VOCAB)
         return reversal_pairs(n=n, vocab_size=vocab, max_len=max_len, seed=seed)

@@ -17,7 +17,7 @@ Each generator has real structure a model can learn, so a run that stays at chan
 
 The same arguments give the same bytes. Duplicate inputs are dropped before the seeded
 train / held-out split, so a held-out sample is never also a training sample. Token ids
-follow the real-data loaders (:mod:`parabench.datasets`): 0 is padding, 1 unknown.
+follow the real-data loaders (:mod:`parabench.workloads.datasets`): 0 is padding, 1 unknown.
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ def reversal_pairs(
     """Source (N, max_len) and target (N, max_len + 1) = BOS, reversed source, EOS, PAD...
 
     Sources hold 2 .. max_len - 1 words so the target with BOS and EOS fits; the layout is
-    the one :func:`parabench.datasets.load_text_pairs` gives for a ``source<TAB>target`` file.
+    the one :func:`parabench.workloads.datasets.load_text_pairs` gives for a
+    ``source<TAB>target`` file.
     """
     if max_len < 3 or vocab_size < 6:
         raise ConfigError("reversal pairs need max_len >= 3 and vocab_size >= 6")

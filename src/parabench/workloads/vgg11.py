@@ -61,7 +61,7 @@ class VGG11(TorchWorkload):
                 n=n, classes=10, channels=3, size=side, seed=seed, noise=noise,
                 separation=separation,
             )
-        from parabench.datasets import DatasetError, load_cifar10, load_image_folder
+        from parabench.workloads.datasets import DatasetError, load_cifar10, load_image_folder
 
         root = os.path.expanduser(data_dir)
         cifar = ("cifar-10-batches-py", "data_batch_1")

@@ -1,0 +1,11 @@
+"""One case, from start to result: the lifecycle that owns the clock, and what runs it.
+
+* :mod:`~parabench.case.lifecycle` - start, warm-up, timed windows, evaluate, close.
+* :mod:`~parabench.case.execute` - the isolated worker entry (``python -m parabench.case.execute``).
+* :mod:`~parabench.case.isolate` - runs that worker in its own process group, with a timeout.
+* :mod:`~parabench.case.pool` / :mod:`~parabench.case.rank` - rank processes of one case.
+* :mod:`~parabench.case.measure`, :mod:`~parabench.case.peak`, :mod:`~parabench.case.energy`,
+  :mod:`~parabench.case.target` - what is measured around the work.
+
+Nothing here imports torch at module level, so ``parabench list`` stays light.
+"""

@@ -1,0 +1,213 @@
+"""Run one case in *this* process: the body of a runner's isolated worker.
+
+Usage::
+
+    result = execute(config, progress=print)      # never raises for a failing case
+
+The runner starts ``python -m parabench.case.execute CONFIG_JSON RESULT_PATH`` in its own process
+group and reads RESULT_PATH afterwards; see :mod:`parabench.sweep.run`. Whatever happens, the
+result keeps everything measured before the failure (start-up, finished epochs).
+
+Around each ``train_epoch`` the energy counters are read (:mod:`parabench.case.energy`), outside
+the session's own epoch clock. With ``config.target_quality`` set, each epoch is followed by
+a held-out evaluation, also off that clock, and training stops once the target is reached
+(:mod:`parabench.case.target`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from parabench.case.energy import EnergyMeter, open_meter
+from parabench.case.measure import self_max_rss_mb, tree_cpu_seconds
+from parabench.case.target import TargetTracker, tracker_for
+from parabench.config import ConfigError, RunConfig
+from parabench.method import Session
+from parabench.registry import methods, workloads
+from parabench.sweep.result import QualityValue, Result
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    # torch.OutOfMemoryError (CUDA) without importing torch here
+    if type(exc).__name__ in {"OutOfMemoryError", "OutOfMemoryException"}:
+        return True
+    # torch's CPU allocator raises a RuntimeError when malloc fails
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+
+
+def skipped(config: RunConfig, reason: str) -> Result:
+    return Result(**_identity(config), status="skipped", reason=reason)
+
+
+def _identity(config: RunConfig) -> dict[str, Any]:
+    return {
+        "workload": config.workload,
+        "method": config.method,
+        "device": config.device,
+        "workers": config.workers,
+        "threads_per_worker": config.threads,
+        "batch_size": config.batch_size,
+        "epochs": config.epochs,
+        "profile": config.profile,
+        "seed": config.seed,
+        "repeat": config.repeat,
+        "config": config.to_dict(),
+    }
+
+
+def execute(config: RunConfig, progress: Callable[[str], None] | None = None) -> Result:
+    say = progress or (lambda _msg: None)
+    workload = workloads.get(config.workload)
+    method = methods.get(config.method)
+    if (reason := method.check(workload, config)) is not None:
+        return skipped(config, reason)
+
+    m: dict[str, Any] = {
+        "epoch_s": [], "loss": [], "components": {}, "status": "ok", "reason": ""
+    }
+    session: Session | None = None
+    meter = open_meter(config)
+    tracker = tracker_for(workload, config)  # None unless --target-quality
+    try:
+        session = method.session(workload, config)
+        say("starting")
+        t0 = time.perf_counter()
+        session.start()
+        m["startup_s"] = time.perf_counter() - t0
+        cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
+        for epoch in range(config.epochs):
+            before = meter.read()  # counters read outside the session's epoch clock
+            stats = session.train_epoch(epoch)
+            meter.add_epoch(before, meter.read())
+            m["epoch_s"].append(stats.seconds)
+            m["loss"].append(stats.loss)
+            for name, seconds in stats.components.items():
+                m["components"].setdefault(name, []).append(seconds)
+            say(f"epoch {epoch + 1}/{config.epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
+            if tracker is not None:  # held-out quality, evaluated off the epoch clock
+                stop = tracker.after_epoch(session)
+                say(tracker.status_line())
+                if stop:
+                    break
+        # per-epoch evaluations are not training: their wall and CPU time are left out
+        eval_wall, eval_cpu = (sum(tracker.eval_s), tracker.eval_cpu_s) if tracker else (0, 0)
+        wall = time.perf_counter() - wall0 - eval_wall
+        cores = config.workers * session.threads_per_worker
+        cpu = tree_cpu_seconds(os.getpid()) - cpu0 - eval_cpu
+        m["cpu_efficiency"] = cpu / (wall * cores)
+        if tracker is not None and tracker.eval_s:  # the last epoch's evaluation is final
+            value, m["eval_s"] = tracker.last_quality, tracker.eval_s[-1]
+        else:
+            say("evaluating")
+            t0 = time.perf_counter()
+            value = session.evaluate()
+            m["eval_s"] = time.perf_counter() - t0
+        m["quality"] = QualityValue(
+            name=workload.quality.name,
+            value=value,
+            higher_is_better=workload.quality.higher_is_better,
+        )
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        m["status"] = "oom" if is_oom(exc) else "failed"
+        if isinstance(exc, ConfigError):  # bad input (e.g. a malformed --data-dir): usage
+            m["config_error"] = True
+        m["reason"] = f"{type(exc).__name__}: {exc}".strip()
+        if m["status"] == "oom":
+            m["reason"] += " (try a smaller --batch-size, or more workers/devices)"
+        m["traceback"] = traceback.format_exc(limit=8)
+    finally:
+        if session is not None:
+            session.close()
+        meter.close()
+    return _finish(config, session, m, meter, tracker)
+
+
+def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
+            meter: EnergyMeter, tracker: TargetTracker | None) -> Result:
+    identity = _identity(config)
+    extra: dict[str, Any] = {"self_max_rss_mb": self_max_rss_mb()}
+    samples = None
+    if session is not None:
+        identity["threads_per_worker"] = session.threads_per_worker
+        identity["batch_size"] = session.batch_size or config.batch_size
+        samples = session.samples_per_epoch or None
+        m["flops_per_sample"] = session.flops_per_sample
+        extra.update(session.notes)
+        m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
+    m["energy"] = meter.summary(samples)
+    if tracker is not None:  # what was reached so far, also when the case failed later
+        m["epoch_quality"] = list(tracker.qualities)
+        m["time_to_target"] = tracker.summary(m["epoch_s"], m.get("startup_s"), config.epochs)
+    if "traceback" in m:
+        extra["traceback"] = m.pop("traceback")
+    if m.pop("config_error", False):
+        extra["config_error"] = True
+    result = Result(
+        **identity,
+        status=m.pop("status"),
+        reason=m.pop("reason"),
+        samples_per_epoch=samples,
+        extra=extra,
+        **m,
+    )
+    if samples and result.median_epoch_s:
+        return dataclasses.replace(result, samples_per_s=samples / result.median_epoch_s)
+    return result
+
+
+def _safe(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001 - a memory query must not lose the result
+        return None
+
+
+def die_with_runner() -> None:
+    """Linux: when the runner dies, take the whole case (this process group) down with it.
+
+    The kernel sends SIGTERM on the parent's death (PR_SET_PDEATHSIG); the handler kills the
+    group, so helpers the case started go too. The runner's own timeout uses SIGKILL.
+    """
+    runner = os.environ.get("PARABENCH_RUNNER_PID")
+    if not sys.platform.startswith("linux") or runner is None:
+        return
+    import ctypes
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+    if os.getppid() != int(runner):  # the runner died before prctl took effect
+        os.killpg(0, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry: ``python -m parabench.case.execute CONFIG_JSON RESULT_PATH``."""
+    die_with_runner()
+    config_json, result_path = argv or sys.argv[1:]
+    config = RunConfig.from_dict(json.loads(config_json))
+
+    def say(msg: str) -> None:
+        print(msg, flush=True)
+
+    result = execute(config, progress=say)
+    tmp = Path(result_path + ".tmp")
+    tmp.write_text(result.to_json())
+    tmp.replace(result_path)  # the runner sees the whole result or none
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Run one case in its own process group, with a timeout, and turn any ending into a Result.
+
+Usage::
+
+    result = run_isolated(config, workdir=Path(tmp), on_tick=lambda line: ...)
+
+The worker (``python -m parabench.case.execute``) gets the fair thread budget through the usual
+environment variables, a fresh session (``start_new_session``) so that the whole group can be
+killed, and its memory is sampled from here. A crash, a hang past ``config.timeout_s`` or a
+kill by the out-of-memory killer each becomes a result with that status and a reason; every
+process the case started is gone when this returns. A worker killed by SIGKILL is called
+``oom`` only on evidence (the kernel's OOM-kill counters rose during the case); otherwise it
+is ``failed``, killed from outside the case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psutil
+
+from parabench.case.execute import skipped
+from parabench.case.measure import TreeSampler
+from parabench.case.target import salvage
+from parabench.config import RunConfig
+from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
+from parabench.sweep.result import Result
+
+_EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ ([0-9.]+)s loss ([-0-9.eE+naninf]+)$")
+
+
+def worker_env(config: RunConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({var: str(config.threads) for var in THREAD_VARS})
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PARABENCH_RUNNER_PID"] = str(os.getpid())
+    return env
+
+
+def kill_case(pgid: int, seen: dict[int, float]) -> None:
+    """SIGKILL the case's process group, then any process it started that left the group."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid, created in seen.items():
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == created:  # not a recycled pid
+                proc.kill()
+        except psutil.Error:
+            pass
+
+
+def _tail(path: Path, lines: int = 1) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def _salvaged(config: RunConfig, status: str, reason: str, out_log: Path) -> Result:
+    """A result for a worker that died before writing one: keep the epochs it reported."""
+    epoch_s, loss = [], []
+    lines = out_log.read_text(errors="replace").splitlines() if out_log.exists() else []
+    for line in lines:
+        if m := _EPOCH_LINE.match(line.strip()):
+            epoch_s.append(float(m.group(2)))
+            loss.append(float(m.group(3)))
+    base = skipped(config, reason)
+    return dataclasses.replace(base, status=status, epoch_s=epoch_s, loss=loss,
+                               **salvage(config, lines, epoch_s))  # time-to-target mode
+
+
+#: files holding the kernel's OOM-kill count: cgroup v2, cgroup v1, then machine-wide
+_OOM_SOURCES = (
+    ("/sys/fs/cgroup{cg}/memory.events", "oom_kill"),
+    ("/sys/fs/cgroup/memory{cg}/memory.oom_control", "oom_kill"),
+    ("/proc/vmstat", "oom_kill"),
+)
+
+
+def _own_cgroups() -> list[str]:
+    """This process's cgroup paths (v2 unified and v1 memory), "" for the root."""
+    paths = []
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers in ("", "memory"):
+                paths.append("" if path == "/" else path)
+    except (OSError, ValueError):
+        pass
+    return [*paths, ""]
+
+
+def oom_kill_counts() -> dict[str, int]:
+    """Every readable OOM-kill counter, by file; an empty dict when none is readable."""
+    counts: dict[str, int] = {}
+    for pattern, key in _OOM_SOURCES:
+        for cg in _own_cgroups() if "{cg}" in pattern else [""]:
+            path = pattern.format(cg=cg)
+            try:
+                for line in Path(path).read_text().splitlines():
+                    name, _, value = line.partition(" ")
+                    if name == key:
+                        counts[path] = int(value)
+            except (OSError, ValueError):
+                continue
+    return counts
+
+
+def _oom_evidence(before: dict[str, int], after: dict[str, int]) -> str | None:
+    """Which counter rose during the case (None: no evidence of an OOM kill)."""
+    for path, count in after.items():
+        if path in before and count > before[path]:
+            return f"{path} oom_kill {before[path]} -> {count}"
+    return None
+
+
+def _ending(
+    rc: int, timed_out: bool, config: RunConfig, peak_mb: float, err: str,
+    oom_evidence: str | None = None,
+) -> tuple[str, str]:
+    """(status, reason) for a worker that ended without writing its result."""
+    detail = f": {err}" if err else ""
+    if timed_out:
+        return "timeout", f"exceeded the {config.timeout_s:g}s case timeout; the case was killed"
+    if rc == -signal.SIGKILL and oom_evidence is not None:
+        return "oom", (
+            f"killed by the out-of-memory killer ({oom_evidence}; peak RSS {peak_mb:.0f} MB); "
+            "try a smaller --batch-size or profile"
+        )
+    if rc == -signal.SIGKILL:
+        return "failed", (
+            "killed by SIGKILL (signal 9) from outside the case; the kernel's OOM-kill "
+            f"counters did not rise (peak RSS {peak_mb:.0f} MB){detail}"
+        )
+    if rc < 0:
+        return "failed", f"worker killed by {signal.Signals(-rc).name}{detail}"
+    if rc != 0:
+        return "failed", f"worker exited with code {rc}{detail}"
+    return "failed", f"worker exited without writing a result{detail}"
+
+
+def run_isolated(
+    config: RunConfig, *, workdir: Path, on_tick: Callable[[str], None] | None = None
+) -> Result:
+    stem = f"case-{os.getpid()}-{time.monotonic_ns()}"
+    result_path, out_log, err_log = (workdir / f"{stem}{s}" for s in (".json", ".out", ".err"))
+    cmd = [
+        sys.executable, "-m", "parabench.case.execute", json.dumps(config.to_dict()),
+        str(result_path),
+    ]
+    t0 = time.monotonic()
+    timed_out = False
+    oom_before = oom_kill_counts()
+    with out_log.open("wb") as out, err_log.open("wb") as err:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            env=worker_env(config), start_new_session=True,
+        )
+        with TreeSampler(proc.pid) as sampler:
+            try:
+                while True:
+                    try:
+                        rc = proc.wait(timeout=0.2)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() - t0 > config.timeout_s:
+                            timed_out = True
+                            kill_case(proc.pid, sampler.seen)
+                            rc = proc.wait()
+                            break
+                        if on_tick is not None:
+                            on_tick(_tail(out_log))
+            finally:  # also on Ctrl-C: nothing of the case may outlive the runner
+                kill_case(proc.pid, sampler.seen)
+    wall = time.monotonic() - t0
+
+    if result_path.exists():
+        result = Result.from_dict(json.loads(result_path.read_text()))
+    else:
+        evidence = _oom_evidence(oom_before, oom_kill_counts())
+        status, reason = _ending(
+            rc, timed_out, config, sampler.peak_rss_mb, _tail(err_log), evidence
+        )
+        result = _salvaged(config, status, reason, out_log)
+    for path in (result_path, out_log, err_log):
+        path.unlink(missing_ok=True)
+    self_peak = float(result.extra.get("self_max_rss_mb", 0.0))
+    return dataclasses.replace(
+        result,
+        peak_rss_mb=round(max(sampler.peak_rss_mb, self_peak), 1),
+        wall_s=wall,
+        env=fingerprint(),
+        git_commit=git_commit(),
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )

@@ -1,0 +1,105 @@
+"""Parity: does a parallel run still reach the serial baseline's held-out quality?
+
+Usage::
+
+    parity = assess(result, baselines)   # baselines: serial results of the same sweep/file
+    parity["status"]                     # "ok" | "failed" | "not-applicable"
+
+A result is compared with the serial result of the same workload, profile, seed, epochs,
+global batch size and data options (data_dir, precision, DataLoader knobs do not change the
+math, but data_dir and precision do), on the same device when there is one, else on CPU.
+"Serial" is the method's ``baseline_method``: ``serial`` for all but TensorFlow's methods,
+which are compared with ``tf_serial`` (the same Keras model and loop without distribution).
+
+``gap`` is the method's quality minus serial's, signed so that positive means better.
+Parity fails when the method is worse than serial by more than the tolerance:
+
+* methods with ``parity = "exact"`` (DDP, FSDP, pipeline, sklearn backends, seed-replicated
+  MPI forests) compute the same mathematics, so only float reduction order separates them
+  from serial: tolerance :data:`EXACT_TOLERANCE` (0.015 accuracy, or 1.5 % of a
+  lower-is-better loss such as reconstruction MSE). Reduction-order differences are ~1e-7 per
+  step but SGD amplifies them over hundreds of steps: ``pipeline`` on ``mlp`` at the quick
+  profile, 2 epochs, ended 0.008 accuracy from serial although its weights match serial's to
+  float tolerance after several steps (the tests check weights, far more strictly). The
+  failures this must catch (a run stuck at chance, an unsharded or un-averaged run that
+  diverges) are gaps of tenths.
+* methods with ``parity = "statistical"`` (federated averaging, histogram forests, Spark)
+  run another algorithm: tolerance is :data:`SPREAD_FACTOR` x the serial baseline's own
+  seed-to-seed standard deviation of quality, which each workload records per profile in
+  ``Workload.seed_spread`` (measured; see the workload modules), with a floor of
+  :data:`MIN_STATISTICAL_TOLERANCE`.
+
+A fast-but-wrong method is therefore flagged in its result, and reports show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from parabench.registry import methods, workloads
+from parabench.sweep.recommend import baseline_of
+from parabench.sweep.result import Result
+
+EXACT_TOLERANCE = 0.015
+SPREAD_FACTOR = 3.0
+MIN_STATISTICAL_TOLERANCE = 0.01
+DEFAULT_SPREAD = 0.01
+#: options that change what is computed, so the baseline must share them
+DATA_OPTIONS = ("data_dir", "precision")
+
+
+def _match_key(r: Result) -> tuple:
+    options = r.config.get("options", {}) if r.config else {}
+    data = tuple((k, options.get(k)) for k in DATA_OPTIONS)
+    return (r.workload, r.profile, r.seed, r.epochs, str(r.batch_size), data)
+
+
+def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:
+    """The baseline result this one is compared with (same device preferred, else CPU)."""
+    name = baseline_of(result.method)
+    candidates = [b for b in baselines
+                  if b.method == name and b.status == "ok" and b.quality is not None
+                  and b.quality.value is not None and _match_key(b) == _match_key(result)]
+    for device in (result.device, "cpu"):
+        same = [b for b in candidates if b.device == device]
+        if same:
+            return same[0]
+    return None
+
+
+def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
+              higher_is_better: bool) -> float:
+    if kind == "exact":
+        return EXACT_TOLERANCE if higher_is_better else EXACT_TOLERANCE * abs(baseline_value)
+    spread = workloads.get(workload_name).seed_spread.get(profile, DEFAULT_SPREAD)
+    tol = max(SPREAD_FACTOR * spread, MIN_STATISTICAL_TOLERANCE)
+    return tol if higher_is_better else tol * abs(baseline_value)
+
+
+def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None:
+    """The ``parity`` field for ``result`` (None when the case did not finish ok)."""
+    kind = methods.get(result.method).parity if result.method in methods else "exact"
+    if kind == "baseline":
+        return {"status": "not-applicable", "kind": kind, "reason": "this is the baseline"}
+    if result.status != "ok" or result.quality is None or result.quality.value is None:
+        return None
+    base = baseline_for(result, baselines)
+    if base is None:
+        name = baseline_of(result.method)
+        return {"status": "not-applicable", "kind": kind,
+                "reason": f"no {name} result with the same workload, profile, seed, epochs, "
+                          f"batch and data in this sweep; add --method {name}"}
+    assert base.quality is not None and base.quality.value is not None
+    q, q0 = result.quality.value, base.quality.value
+    better_high = result.quality.higher_is_better
+    gap = q - q0 if better_high else q0 - q
+    tol = tolerance(kind, result.workload, result.profile, q0, better_high)
+    return {
+        "status": "ok" if gap >= -tol else "failed",
+        "kind": kind,
+        "gap": gap,
+        "tolerance": tol,
+        "baseline": f"{base.method}/{base.device}",
+        "baseline_quality": q0,
+    }

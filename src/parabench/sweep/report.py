@@ -1,0 +1,248 @@
+"""Summaries of results: the table ``parabench run`` ends with, and the speedup it shows.
+
+Usage::
+
+    rows = summarize(results, baselines=earlier_serial_results)
+    print(format_table(rows))
+
+One row per (workload, method, device, workers, batch, profile, options). Speedup is the
+serial baseline's median steady-state epoch time divided by the method's, at equal work (same
+workload, device, profile and, where recorded, batch size); the baseline is serial from the
+same results or, failing that, from ``baselines`` (e.g. the serial case already in ``--out``
+that parity was checked against). Medians are over repeats; the spread column is the
+interquartile range of the per-repeat medians (0 with a single repeat). ``*`` marks the
+fastest configuration whose parity holds (:mod:`parabench.sweep.recommend`). Cases a method cannot
+run at all (an unsupported workload) collapse into one ``n/a`` line; every other reason shows
+as one line (the result keeps the whole text).
+
+Other modules may add columns: a Row's ``extra`` maps a column header to its cell text, and
+a column shows when any row has it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from parabench.sweep.recommend import (
+    baseline_of,
+    data_options,
+    group_key,
+    is_baseline,
+    recommend,
+)
+from parabench.sweep.result import Result
+
+#: the reason Method.check gives for a workload the method cannot train at all
+UNSUPPORTED_MARK = " does not support workload "
+REASON_WIDTH = 100
+TO_TARGET = "to target"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    workload: str
+    method: str
+    device: str
+    workers: int
+    batch_size: object
+    options: str
+    repeats: int
+    status: str
+    profile: str = "-"
+    epoch_s: float | None = None
+    epoch_iqr_s: float | None = None
+    samples_per_s: float | None = None
+    speedup: float | None = None
+    baseline: str | None = None
+    quality: str = ""
+    parity: str = "-"
+    note: str = ""
+    peak_rss_mb: float | None = None
+    peak_gpu_mb: float | None = None
+    #: the fastest configuration whose parity holds, in its workload/device/profile
+    fastest: bool = False
+    #: a skipped pair the method cannot run at all (summarised in one n/a line)
+    unsupported: bool = False
+    #: optional columns: header -> cell text
+    extra: dict[str, str] = field(default_factory=dict)
+    #: time-to-target mode (parabench.case.target): median training seconds to the target over the
+    #: repeats that reached it (None: not reached, or the mode is off); rows rank by it
+    to_target_s: float | None = None
+
+
+def _iqr(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[2] - q[0]
+
+
+def one_line(text: str, width: int = REASON_WIDTH) -> str:
+    """A reason as one table cell: first line only, shortened; the result keeps it all."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if len(lines) > 1 and len(first) < width:
+        first += " ..."
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
+def _parity(rs: list[Result]) -> str:
+    """'ok', 'FAILED -0.21' (the worst gap), or '-' when not checked."""
+    checked = [r.parity for r in rs if r.parity and r.parity.get("status") in ("ok", "failed")]
+    if not checked:
+        return "base" if any(r.parity and r.parity.get("kind") == "baseline" for r in rs) else "-"
+    worst = min(checked, key=lambda p: p["gap"])
+    return "ok" if worst["status"] == "ok" else f"FAILED {worst['gap']:+.3f}"
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> list[Row]:
+    results = list(results)
+    groups: dict[tuple, list[Result]] = defaultdict(list)
+    for r in results:
+        groups[group_key(r)].append(r)
+    base_groups: dict[tuple, list[Result]] = defaultdict(list)
+    for b in baselines:
+        base_groups[group_key(b)].append(b)
+
+    medians = _medians(groups)
+    base_medians = {k: v for k, v in _medians(base_groups).items() if k not in medians}
+    fastest = {rec.best.key for rec in recommend(results, baselines) if rec.best}
+    rows = []
+    for key, rs in groups.items():
+        workload, method, device, workers, batch, profile, options = key
+        ok = [r for r in rs if r.status == "ok"]
+        ident = dict(workload=workload, method=method, device=device, workers=workers,
+                     batch_size=batch, options=options, profile=profile)
+        if not ok:
+            worst = rs[0]
+            rows.append(Row(**ident, repeats=len(rs), status=worst.status,
+                            note=one_line(worst.reason),
+                            unsupported=worst.status == "skipped"
+                            and UNSUPPORTED_MARK in worst.reason))
+            continue
+        times = [t for r in ok if (t := r.median_epoch_s) is not None]
+        qualities = [r.quality.value for r in ok if r.quality and r.quality.value is not None]
+        q_name = ok[0].quality.name if ok[0].quality else ""
+        base_key = (_baseline_key(key, medians) or _baseline_key(key, base_medians))
+        speedup = None
+        if base_key is not None and key in medians:
+            speedup = {**medians, **base_medians}[base_key] / medians[key]
+        failed = len(rs) - len(ok)
+        to_target_s, to_target = _to_target(ok)
+        rows.append(Row(
+            **ident, repeats=len(ok), status="ok", parity=_parity(ok),
+            epoch_s=statistics.median(times) if times else None,
+            epoch_iqr_s=_iqr(times),
+            samples_per_s=_median(r.samples_per_s for r in ok),
+            speedup=speedup,
+            baseline=f"{base_key[1]}/{base_key[2]} bs={base_key[4]}" if base_key else None,
+            quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
+            note=f"{failed} repeat(s) not ok" if failed else "",
+            peak_rss_mb=_median(r.peak_rss_mb for r in ok),
+            peak_gpu_mb=_median(r.peak_gpu_mb for r in ok),
+            fastest=key in fastest,
+            extra={TO_TARGET: to_target} if to_target else {}, to_target_s=to_target_s,
+        ))
+    if any(TO_TARGET in r.extra for r in rows):  # time-to-target mode: fastest to it first
+        return sorted(rows, key=lambda r: (r.workload, r.device, r.profile,
+                                           r.to_target_s is None, r.to_target_s or 0.0,
+                                           r.method, r.workers, str(r.batch_size)))
+    return sorted(rows, key=lambda r: (r.workload, r.device, not is_baseline(r.method),
+                                       r.method, r.workers, str(r.batch_size), r.options))
+
+
+def _to_target(ok: list[Result]) -> tuple[float | None, str]:
+    """Median train seconds to the target, and 'SEC (ep E, +START start)' or why not."""
+    runs = [t for r in ok if (t := r.time_to_target)]
+    hits = [t for t in runs if t.get("reached")]
+    if not hits:
+        return None, f"not reached ({runs[0]['epochs_run']} ep)" if runs else ""
+    train = statistics.median(t["train_s"] for t in hits)
+    text = f"{train:.2f}s (ep {statistics.median(t['epoch'] for t in hits):g}"
+    starts = [t["startup_s"] for t in hits if t.get("startup_s") is not None]
+    text += f", +{statistics.median(starts):.1f}s start)" if starts else ")"
+    if len(hits) < len(runs):
+        text += f" {len(hits)}/{len(runs)} reached"
+    return train, text
+
+
+def _medians(groups: dict[tuple, list[Result]]) -> dict[tuple, float]:
+    medians = {}
+    for key, rs in groups.items():
+        times = [t for r in rs if r.status == "ok" and (t := r.median_epoch_s) is not None]
+        if times:
+            medians[key] = statistics.median(times)
+    return medians
+
+
+def _baseline_key(key: tuple, medians: dict[tuple, float]) -> tuple | None:
+    """Serial (the method's baseline_method) at the same batch and data options; else the
+    same data options, any batch."""
+    workload, method, device, _workers, batch, profile, options = key
+    data = data_options(options)
+    serial = [c for c in sorted(medians)
+              if c[:3] == (workload, baseline_of(method), device) and c[5] == profile
+              and data_options(c[6]) == data]
+    exact = [c for c in serial if c[4] == batch]
+    return (exact or serial or [None])[0]
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _memory(r: Row) -> str:
+    if r.peak_rss_mb is None:
+        return "-"
+    return f"{r.peak_rss_mb:,.0f}" + (f" +{r.peak_gpu_mb:,.0f}gpu" if r.peak_gpu_mb else "")
+
+
+def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
+    epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
+    tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
+    if r.status == "ok" and r.note:
+        tail += f" [{r.note}]"
+    return (r.workload, r.method + (" *" if r.fastest else ""), r.device, str(r.workers),
+            str(r.batch_size), r.profile, r.options, str(r.repeats), epoch,
+            _fmt(r.samples_per_s, ",.0f"), "-" if r.speedup is None else f"{r.speedup:.2f}x",
+            _memory(r), r.parity, *(r.extra.get(h, "-") for h in extra_headers), tail)
+
+
+def not_applicable(rows: Iterable[Row]) -> str:
+    """One line naming every unsupported workload x method pair, grouped by workload."""
+    pairs: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        if r.unsupported:
+            pairs[r.workload].add(r.method)
+    if not pairs:
+        return ""
+    parts = [f"{w} x {', '.join(sorted(ms))}" for w, ms in sorted(pairs.items())]
+    return f"n/a (method does not support the workload): {'; '.join(parts)}"
+
+
+def format_table(rows: list[Row]) -> str:
+    extra_headers = sorted({h for r in rows for h in r.extra})
+    header = ("workload", "method", "device", "workers", "batch", "profile", "options", "n",
+              "epoch s (IQR)", "samples/s", "speedup", "peak MB", "parity", *extra_headers,
+              "quality / status")
+    shown = [r for r in rows if not r.unsupported]
+    lines = [header, *(_cells(r, extra_headers) for r in shown)]
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
+    out = []
+    for row in lines:
+        cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
+        out.append("  ".join([*cells, row[-1]]).rstrip())
+    out.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 16)
+    if any(r.fastest for r in shown):
+        out.append("* fastest configuration whose parity holds (per workload, device, profile)")
+    if na := not_applicable(rows):
+        out.append(na)
+    return "\n".join(out)

@@ -1,0 +1,158 @@
+"""Collect what a report shows from results: recommendations, table, scopes, failures, env.
+
+Usage::
+
+    data = build(results, baselines=earlier_serial, out_dir=Path("report"))  # writes PNGs
+    data.recommendation_lines()        # the answer, first lines of every output
+
+Pure apart from writing the PNGs into ``out_dir``; the HTML and Markdown writers only format.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from parabench.sweep.recommend import (
+    Candidate,
+    Recommendation,
+    baseline_for,
+    candidates,
+    describe,
+    is_baseline,
+    recommend,
+)
+from parabench.sweep.report import Row, format_table, not_applicable, summarize
+from parabench.sweep.result import Result
+from parabench.sweep.stats import amdahl_fit
+
+SAMPLES_NOTE = (
+    "Significance and CIs use independent repeats when a case has two or more (per-repeat "
+    "throughput), otherwise the steady epochs of its single run (the first epoch dropped), "
+    "which share one process and so understate run-to-run noise. Two samples per side can "
+    "never reach p < 0.05 (Mann-Whitney); run --repeats 4 or more --epochs to tell close "
+    "methods apart."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scope:
+    workload: str
+    device: str
+    profile: str
+    recommendation: Recommendation | None
+    candidates: list[Candidate]
+    #: figure name -> PNG path
+    figures: dict[str, Path]
+    amdahl: list[str]
+    parity: list[tuple[str, str, str, str]]
+
+    @property
+    def title(self) -> str:
+        return f"{self.workload} on {self.device} ({self.profile})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportData:
+    recommendations: list[Recommendation]
+    rows: list[Row]
+    scopes: list[Scope]
+    problems: list[Result]
+    env: dict[str, Any]
+    commits: list[str]
+    sources: list[str]
+    extra_notes: list[str] = field(default_factory=list)
+
+    def recommendation_lines(self) -> list[str]:
+        if not self.recommendations:
+            return ["No case finished ok: nothing to recommend (see the failures below)."]
+        return [line for rec in self.recommendations for line in describe(rec)]
+
+    @property
+    def table(self) -> str:
+        return format_table(self.rows)
+
+    @property
+    def not_applicable(self) -> str:
+        return not_applicable(self.rows)
+
+
+def _slug(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+
+
+def amdahl_lines(cands: Sequence[Candidate]) -> list[str]:
+    """Per method with >= 3 worker counts: fitted serial fraction, predicted speedup at 2x."""
+    by: dict[tuple, list[Candidate]] = defaultdict(list)
+    for c in cands:
+        if not is_baseline(c.method):
+            by[(c.method, c.batch, c.options)].append(c)
+    lines = []
+    for (method, _batch, _opts), cs in sorted(by.items()):
+        fit = amdahl_fit({c.workers: 1.0 / c.throughput for c in cs})
+        if fit is None:
+            continue
+        n = fit.predict_workers
+        base = baseline_for(cs[0], cands)
+        rate = 1.0 / fit.time(n)
+        vs = (f"{rate / base.throughput:.2f}x serial" if base
+              else f"{fit.time(1) / fit.time(n):.2f}x its own 1-worker time")
+        lines.append(f"{method}: fitted serial fraction {fit.serial_fraction:.2f} over workers "
+                     f"{', '.join(map(str, fit.measured_workers))}; PREDICTED at {n} workers: "
+                     f"{vs} (Amdahl's law, not measured)")
+    return lines
+
+
+def parity_rows(cands: Sequence[Candidate]) -> list[tuple[str, str, str, str]]:
+    out = []
+    for c in sorted(cands, key=lambda c: (c.method, c.workers)):
+        gap = "-" if c.parity_gap is None else f"{c.parity_gap:+.4f}"
+        tol = "-" if c.parity_tolerance is None else f"{c.parity_tolerance:.4f}"
+        out.append((c.label(), c.parity, gap, tol))
+    return out
+
+
+def _env(results: Sequence[Result]) -> tuple[dict[str, Any], list[str]]:
+    envs = [r.env for r in results if r.env]
+    env = dict(envs[-1]) if envs else {}
+    hosts = sorted({e.get("host", "?") for e in envs})
+    if len(hosts) > 1:
+        env["note"] = f"results come from {len(hosts)} machines: {', '.join(hosts)}"
+    commits = sorted({r.git_commit for r in results if r.git_commit})
+    return env, commits
+
+
+def build(results: Iterable[Result], *, out_dir: Path, baselines: Iterable[Result] = (),
+          sources: Sequence[str] = (), figures: bool = True) -> ReportData:
+    from parabench.sweep.site import plots
+
+    results = list(results)
+    baselines = list(baselines)
+    recs = recommend(results, baselines)
+    by_scope: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
+    for r in results:
+        by_scope[(r.workload, r.device, r.profile)].append(r)
+    all_cands = candidates([*results, *baselines])
+    rec_of = {(rec.workload, rec.device, rec.profile): rec for rec in recs}
+    scopes = []
+    for key, rs in sorted(by_scope.items()):
+        cands = [c for c in all_cands if (c.key[0], c.key[2], c.key[5]) == key]
+        if not cands:
+            continue
+        figs = {}
+        if figures:
+            figs = plots.save(plots.scope_figures(cands, rs), out_dir, _slug(*key))
+        scopes.append(Scope(workload=key[0], device=key[1], profile=key[2],
+                            recommendation=rec_of.get(key), candidates=cands, figures=figs,
+                            amdahl=amdahl_lines(cands), parity=parity_rows(cands)))
+    rows = summarize(results, baselines)
+    unsupported = {(r.workload, r.method, r.device) for r in rows if r.unsupported}
+    problems = [r for r in results if r.status != "ok"
+                and (r.workload, r.method, r.device) not in unsupported]
+    env, commits = _env(results)
+    return ReportData(recommendations=recs, rows=rows, scopes=scopes, problems=problems,
+                      env=env, commits=commits, sources=list(sources))

@@ -1,0 +1,134 @@
+"""report.html: one self-contained page (CSS inline, plots as base64 PNGs, no scripts).
+
+Usage::
+
+    Path("report.html").write_text(render_html(data))
+
+The recommendation is the first thing on the page, above the fold; then the summary table,
+one section per workload/device/profile with its plots, Amdahl predictions and parity, the
+cases that failed or were skipped (whole reasons), and the environment.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+
+from parabench.sweep.report import Row
+from parabench.sweep.site.build import SAMPLES_NOTE, ReportData, Scope
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2em auto;
+max-width:1100px;padding:0 1em;color:#222;line-height:1.4}
+h1{font-size:1.4em;margin:0 0 .4em}h2{font-size:1.15em;margin-top:1.6em;
+border-bottom:1px solid #ddd}h3{font-size:1em}
+#recommendation{background:#eef6ee;border:2px solid #3a7d44;border-radius:6px;padding:.6em 1em}
+#recommendation p{margin:.3em 0}.rec-main{font-weight:600;font-size:1.05em}
+.rec-sub{margin-left:1.2em;font-size:.92em}.bad{color:#a00}
+table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;white-space:nowrap}
+th{background:#f4f4f4}tr.best td{background:#eef6ee;font-weight:600}
+img{max-width:100%;margin:.3em 0;border:1px solid #eee}.note{color:#555;font-size:.88em}
+pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap;font-size:.82em}
+"""
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _recommendation(data: ReportData) -> str:
+    parts = []
+    for line in data.recommendation_lines():
+        sub = line.startswith("  ")
+        cls = "rec-sub" + (" bad" if "FAILED" in line else "") if sub else "rec-main"
+        parts.append(f'<p class="{cls}">{escape(line.strip())}</p>')
+    return ('<section id="recommendation"><h2 style="margin-top:0;border:0">Recommendation'
+            "</h2>" + "".join(parts) + "</section>")
+
+
+def _table(rows: list[Row]) -> str:
+    extra = sorted({h for r in rows for h in r.extra})
+    head = ["workload", "method", "device", "workers", "batch", "profile", "options", "n",
+            "epoch s (IQR)", "samples/s", "speedup", "peak MB", "parity", *extra,
+            "quality / status"]
+    out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
+    for r in rows:
+        if r.unsupported:
+            continue
+        epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
+        mem = "-" if r.peak_rss_mb is None else f"{r.peak_rss_mb:,.0f}" + (
+            f" + {r.peak_gpu_mb:,.0f} GPU" if r.peak_gpu_mb else "")
+        tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
+        cells = [r.workload, r.method + (" *" if r.fastest else ""), r.device, r.workers,
+                 r.batch_size, r.profile, r.options, r.repeats, epoch,
+                 "-" if r.samples_per_s is None else f"{r.samples_per_s:,.0f}",
+                 "-" if r.speedup is None else f"{r.speedup:.2f}x", mem, r.parity,
+                 *(r.extra.get(h, "-") for h in extra), tail]
+        cls = ' class="best"' if r.fastest else ""
+        out.append(f"<tr{cls}>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
+                   + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _scope(scope: Scope) -> str:
+    out = [f"<h2>{escape(scope.title)}</h2>"]
+    for name, path in scope.figures.items():
+        out.append(f"<h3>{escape(name.capitalize())}</h3>{_img(path)}")
+    if scope.amdahl:
+        out.append("<h3>Amdahl predictions</h3><ul>"
+                   + "".join(f"<li>{escape(a)}</li>" for a in scope.amdahl) + "</ul>")
+    out.append("<h3>Parity with serial</h3><table><tr><th>configuration</th><th>parity</th>"
+               "<th>quality gap (+ better)</th><th>tolerance</th></tr>")
+    for label, status, gap, tol in scope.parity:
+        cls = ' class="bad"' if status == "failed" else ""
+        out.append(f"<tr{cls}><td>{escape(label)}</td><td>{escape(status)}</td>"
+                   f"<td>{gap}</td><td>{tol}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _problems(data: ReportData) -> str:
+    if not data.problems and not data.not_applicable:
+        return ""
+    out = ["<h2>Cases that failed, timed out or were skipped</h2>"]
+    if data.problems:
+        out.append("<table><tr><th>case</th><th>status</th><th>reason</th></tr>")
+        for r in data.problems:
+            case = f"{r.workload}/{r.method} {r.device} w={r.workers} bs={r.batch_size} r{r.repeat}"
+            out.append(f"<tr><td>{escape(case)}</td><td>{escape(r.status)}</td>"
+                       f"<td><pre>{escape(r.reason)}</pre></td></tr>")
+        out.append("</table>")
+    if data.not_applicable:
+        out.append(f'<p class="note">{escape(data.not_applicable)}</p>')
+    return "".join(out)
+
+
+def _environment(data: ReportData) -> str:
+    rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
+                   for k, v in data.env.items())
+    commits = ", ".join(data.commits) or "not recorded"
+    sources = ", ".join(data.sources) or "-"
+    return (f"<h2>Environment</h2><table>{rows}</table>"
+            f'<p class="note">commit(s): {escape(commits)}; results: {escape(sources)}</p>')
+
+
+def render_html(data: ReportData) -> str:
+    body = [
+        "<h1>parabench report</h1>",
+        _recommendation(data),
+        f'<p class="note">{escape(SAMPLES_NOTE)}</p>',
+        "<h2>Summary</h2>", _table(data.rows),
+        '<p class="note">* fastest configuration whose parity holds; speedup is against '
+        "serial at the same batch and data options.</p>",
+        *(_scope(s) for s in data.scopes),
+        _problems(data),
+        _environment(data),
+    ]
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+            f"<title>parabench report</title><style>{CSS}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")

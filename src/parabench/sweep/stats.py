@@ -1,0 +1,198 @@
+"""Statistics the report and ``parabench compare`` share: samples, CIs, significance, Amdahl.
+
+Usage::
+
+    s = throughput_samples(results)        # per-repeat throughputs, or steady epochs of one run
+    lo, hi = ratio_ci(s.values, base.values)          # 95 % bootstrap CI of the median ratio
+    p = mann_whitney_p(s.values, base.values)         # two-sided; 1.0 when it cannot be computed
+    fit = amdahl_fit({1: 10.0, 2: 5.6, 4: 3.4})       # epoch time per worker count
+
+Throughput is samples per second. With two or more repeats of a case the samples are the
+per-repeat throughputs (repeats are independent runs); with one repeat they are the steady
+epochs of that run (the first epoch dropped), which share a process and so understate the
+run-to-run spread: reports say which was used.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from parabench.sweep.result import Result
+
+ALPHA = 0.05
+BOOTSTRAP_ROUNDS = 2000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Samples:
+    values: tuple[float, ...]
+    #: "repeat" (independent runs) or "epoch" (steady epochs of one run)
+    unit: str
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
+
+    def describe(self) -> str:
+        return f"{len(self.values)} {self.unit}{'s' if len(self.values) != 1 else ''}"
+
+
+def _epoch_rates(r: Result) -> list[float]:
+    """Samples per second of each steady epoch of one result."""
+    per_epoch = r.samples_per_epoch
+    if not per_epoch and r.samples_per_s and r.median_epoch_s:
+        per_epoch = r.samples_per_s * r.median_epoch_s
+    if not per_epoch:
+        return [1.0 / t for t in r.steady_epoch_s if t > 0]  # epochs per second
+    return [per_epoch / t for t in r.steady_epoch_s if t > 0]
+
+
+def throughput_samples(results: Sequence[Result]) -> Samples:
+    """The throughput samples of one case's ok results (see the module docstring)."""
+    ok = [r for r in results if r.status == "ok"]
+    if len(ok) >= 2:
+        values = []
+        for r in ok:
+            rates = _epoch_rates(r)
+            if r.samples_per_s:
+                values.append(float(r.samples_per_s))
+            elif rates:
+                values.append(statistics.median(rates))
+        return Samples(values=tuple(values), unit="repeat")
+    if ok:
+        return Samples(values=tuple(_epoch_rates(ok[0])), unit="epoch")
+    return Samples(values=(), unit="epoch")
+
+
+def _u_statistic(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in b)
+
+
+@functools.cache
+def _u_counts(m: int, n: int) -> tuple[int, ...]:
+    """Number of orderings of m + n distinct values giving each U = 0 .. m * n.
+
+    The largest value is either one of the m (it beats all n others: U shifts by n) or one
+    of the n (it adds nothing): f(m, n, k) = f(m - 1, n, k - n) + f(m, n - 1, k).
+    """
+    if m == 0 or n == 0:
+        return (1,)
+    counts = [0] * (m * n + 1)
+    for k, c in enumerate(_u_counts(m - 1, n)):
+        counts[k + n] += c
+    for k, c in enumerate(_u_counts(m, n - 1)):
+        counts[k] += c
+    return tuple(counts)
+
+
+def _exact_cdf(u: int, m: int, n: int) -> float:
+    """P(U <= u) for sample sizes m, n without ties."""
+    counts = _u_counts(m, n)
+    return sum(counts[: u + 1]) / sum(counts)
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Mann-Whitney U p-value; 1.0 without data or when all values are equal.
+
+    Exact for small samples without ties (as asv and scipy do); otherwise the normal
+    approximation with tie and continuity corrections. Written here because importing
+    scipy.stats costs seconds, more than a whole report.
+    """
+    m, n = len(a), len(b)
+    if not m or not n or len(set(a) | set(b)) == 1:
+        return 1.0
+    u = _u_statistic(a, b)
+    tied = len(set(a) | set(b)) < m + n
+    if not tied and m * n <= 400:
+        k = int(min(u, m * n - u))
+        return min(1.0, 2 * _exact_cdf(k, m, n))
+    values = sorted([*a, *b])
+    ties = [values.count(v) for v in set(values)]
+    total = m + n
+    sigma2 = m * n / 12 * ((total + 1) - sum(t**3 - t for t in ties) / (total * (total - 1)))
+    if sigma2 <= 0:
+        return 1.0
+    z = (abs(u - m * n / 2) - 0.5) / math.sqrt(sigma2)
+    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def can_be_significant(n_a: int, n_b: int, alpha: float = ALPHA) -> bool:
+    """Whether any ordering of n_a vs n_b samples reaches p < alpha (exact two-sided test).
+
+    The smallest two-sided p is 2 / C(n_a + n_b, n_a): 2 vs 2 samples can never show a
+    difference (p >= 0.33), 4 vs 4 can (0.029).
+    """
+    from math import comb
+
+    return n_a > 0 and n_b > 0 and 2 / comb(n_a + n_b, n_a) < alpha
+
+
+def ratio_ci(
+    num: Sequence[float], den: Sequence[float], confidence: float = 0.95,
+    rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of median(num) / median(den); None without samples.
+
+    Seeded, so a report rendered twice shows the same interval.
+    """
+    if not num or not den:
+        return None
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(rounds):
+        n = statistics.median(rng.choices(num, k=len(num)))
+        d = statistics.median(rng.choices(den, k=len(den)))
+        if d > 0:
+            ratios.append(n / d)
+    if not ratios:
+        return None
+    ratios.sort()
+    tail = (1 - confidence) / 2
+    lo = ratios[int(tail * (len(ratios) - 1))]
+    hi = ratios[int(round((1 - tail) * (len(ratios) - 1)))]
+    return lo, hi
+
+
+@dataclass(frozen=True, kw_only=True)
+class AmdahlFit:
+    """T(n) = T1 * (f + (1 - f) / n), fitted by least squares on epoch time vs 1/n."""
+
+    serial_fraction: float
+    t1: float
+    measured_workers: tuple[int, ...]
+
+    def time(self, workers: float) -> float:
+        return self.t1 * (self.serial_fraction + (1 - self.serial_fraction) / workers)
+
+    @property
+    def predict_workers(self) -> int:
+        """Where the report predicts: twice the largest measured count."""
+        return 2 * max(self.measured_workers)
+
+
+def amdahl_fit(times: dict[int, float]) -> AmdahlFit | None:
+    """Fit Amdahl's law to median epoch times per worker count; None below 3 counts.
+
+    T(n) = a + b / n is linear in 1/n, so ordinary least squares gives a and b; the serial
+    fraction is a / (a + b), clipped to [0, 1] (noise can push a below zero).
+    """
+    points = [(1.0 / n, t) for n, t in sorted(times.items()) if t > 0]
+    if len(points) < 3:
+        return None
+    xs, ys = zip(*points, strict=True)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx
+    a = my - b * mx
+    t1 = a + b
+    if t1 <= 0:
+        return None
+    f = min(1.0, max(0.0, a / t1))
+    return AmdahlFit(serial_fraction=f, t1=t1, measured_workers=tuple(sorted(times)))

@@ -1,0 +1,11 @@
+"""PyTorch cases: one builder, one training loop, parallelizers applied from outside the model.
+
+* :mod:`~parabench.torch.build` - a torch case's data, model, batch size and FLOPs.
+* :mod:`~parabench.torch.loop` - the one training loop every torch method shares.
+* :mod:`~parabench.torch.data_parallel`, :mod:`~parabench.torch.fedavg`,
+  :mod:`~parabench.torch.pipeline` - rank programs of the multi-process methods.
+* :mod:`~parabench.torch.session` - the session that drives rank programs in a pool.
+* :mod:`~parabench.torch.launch` - the same case under ``torchrun``.
+
+Inside this package ``import torch`` is PyTorch itself (absolute imports).
+"""

@@ -1,0 +1,235 @@
+"""Setting up a torch case: device, tensors, batch size (incl. ``auto``), FLOPs, the loop.
+
+Usage (what a torch Session's ``start`` does; serial, DDP, FSDP and the rest share it)::
+
+    device = torch_device(config)                       # cuda:0 / cpu (cuda:rank for ranks)
+    t = load_tensors(workload, config, device)          # x/y on device unless a DataLoader
+    model = workload.build_model(t.data, config.seed).to(device)
+    batch = resolve_batch_size(workload, config, model, t, device, notes)
+    flops = flops_per_sample(model, workload.loss_fn(), t.x, t.y)
+    loop = make_loop(workload, config, model, t, batch, device)
+
+``--batch-size auto`` finds the largest power of two that fits: on CUDA by really running a
+training step at each size and catching out-of-memory (weights, buffers and RNG restored
+afterwards); on CPU against a memory budget (half the available RAM, shared between workers)
+computed from the bytes autograd saves per sample. Not even a batch of one fitting raises
+``MemoryError``, which the runner records as ``oom``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+import torch
+
+from parabench.config import RunConfig
+from parabench.torch.loop import TorchLoop
+from parabench.workload import Dataset, TorchWorkload
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def torch_device(config: RunConfig, rank: int = 0) -> torch.device:
+    return torch.device(f"cuda:{rank}" if config.device == "cuda" else "cpu")
+
+
+def uses_loader(config: RunConfig) -> bool:
+    """True when batches come from a DataLoader (``num_workers`` > 0 or ``pin_memory``)."""
+    return bool(config.option("num_workers", 0)) or bool(config.option("pin_memory", False))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchData:
+    data: Dataset
+    x: torch.Tensor
+    y: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+
+def load_tensors(workload: TorchWorkload, config: RunConfig, device: torch.device) -> TorchData:
+    """The case's data as tensors; training tensors stay on the host for a DataLoader."""
+    data = workload.dataset(config)
+    x, y, x_test, y_test = workload.tensors(data)
+    train_device = torch.device("cpu") if uses_loader(config) else device
+    same = y is x  # autoencoders: targets are the inputs; keep one copy
+    x = x.to(train_device)
+    y = x if same else y.to(train_device)
+    return TorchData(data=data, x=x, y=y, x_test=x_test.to(device), y_test=y_test.to(device))
+
+
+def make_loop(
+    workload: TorchWorkload,
+    config: RunConfig,
+    model: torch.nn.Module,
+    t: TorchData,
+    batch_size: int,
+    device: torch.device,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> TorchLoop:
+    return TorchLoop(
+        model,
+        optimizer or workload.make_optimizer(model.parameters()),
+        workload.loss_fn(),
+        t.x,
+        t.y,
+        batch_size=batch_size,
+        device=device,
+        seed=config.seed,
+        precision=config.option("precision", "fp32"),
+        num_workers=config.option("num_workers", 0),
+        pin_memory=config.option("pin_memory", False),
+    )
+
+
+def _probe_batch(x: torch.Tensor, y: torch.Tensor, n: int, device: torch.device) -> tuple:
+    return x[:n].to(device), y[:n].to(device)
+
+
+def flops_per_sample(
+    model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor, probe: int = 4
+) -> float | None:
+    """Forward + backward FLOPs per sample, counted by ``torch.utils.flop_counter``.
+
+    Counted in eval mode on a small probe batch (no dropout RNG drawn, no batch-norm
+    statistics updated, no optimizer step), then gradients are cleared: training that follows
+    is unchanged. Ops without a FLOP formula (embedding lookups, fused RNN kernels) count as
+    zero, so for ``nbow`` / ``seq2seq`` this is a lower bound; None when nothing was counted.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    device = next(model.parameters()).device
+    n = min(probe, len(x))
+    xb, yb = _probe_batch(x, y, n, device)
+    was_training = model.training
+    model.eval()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss_fn(model(xb), yb).backward()
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    total = counter.get_total_flops()
+    return total / n if total else None
+
+
+def activation_bytes_per_sample(
+    model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor, probe: int = 8
+) -> float:
+    """Bytes autograd saves for backward per sample, measured on a small probe batch."""
+    saved = 0
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal saved
+        saved += t.numel() * t.element_size()
+        return t
+
+    device = next(model.parameters()).device
+    n = min(probe, len(x))
+    xb, yb = _probe_batch(x, y, n, device)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = loss_fn(model(xb), yb)
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    return saved / n
+
+
+def auto_batch_size(
+    model: torch.nn.Module,
+    loss_fn: LossFn,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    budget_bytes: float,
+    limit: int,
+) -> int:
+    """CPU: the largest power of two whose activations + parameter state fit the budget.
+
+    Parameter state counts weights, gradients and two optimizer buffers. Raises MemoryError
+    when not even a batch of one fits, so the case is recorded as ``oom``.
+    """
+    params = sum(p.numel() * p.element_size() for p in model.parameters()) * 4
+    per_sample = activation_bytes_per_sample(model, loss_fn, x, y) * 2  # activations + grads
+    if params + per_sample > budget_bytes:
+        raise MemoryError(
+            f"a batch of 1 needs ~{(params + per_sample) / 2**20:.0f} MB, budget is "
+            f"{budget_bytes / 2**20:.0f} MB; use a smaller model or more memory"
+        )
+    batch = 1
+    while batch * 2 <= limit and params + per_sample * batch * 2 <= budget_bytes:
+        batch *= 2
+    return batch
+
+
+def _fits_cuda(model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor,
+               batch: int, optimizer_state_factor: int = 2) -> bool:
+    """Run one forward/backward at ``batch`` (plus room for optimizer state); OOM -> False."""
+    device = next(model.parameters()).device
+    reserve: list[torch.Tensor] = []
+    try:
+        # momentum / Adam buffers are allocated at the first real step: hold their room now
+        reserve = [torch.empty_like(p) for p in model.parameters() for _ in
+                   range(optimizer_state_factor)]
+        xb, yb = _probe_batch(x, y, batch, device)
+        loss_fn(model(xb), yb).backward()
+        torch.cuda.synchronize(device)
+        return True
+    except torch.OutOfMemoryError:
+        return False
+    finally:
+        del reserve
+        model.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+
+
+def auto_batch_size_cuda(
+    model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor, *, limit: int
+) -> int:
+    """CUDA: the largest power of two for which a real training step does not run out of memory.
+
+    Buffers (batch-norm statistics) and the RNG are restored, so the search leaves no trace
+    on the training that follows.
+    """
+    buffers = copy.deepcopy({k: b for k, b in model.named_buffers()})
+    rng = torch.cuda.get_rng_state_all(), torch.get_rng_state()
+    try:
+        if not _fits_cuda(model, loss_fn, x, y, 1):
+            raise MemoryError("a batch of 1 does not fit on the GPU; use more devices")
+        batch = 1
+        while batch * 2 <= limit and _fits_cuda(model, loss_fn, x, y, batch * 2):
+            batch *= 2
+        return batch
+    finally:
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
+        torch.cuda.set_rng_state_all(rng[0])
+        torch.set_rng_state(rng[1])
+
+
+def resolve_batch_size(
+    workload: TorchWorkload,
+    config: RunConfig,
+    model: torch.nn.Module,
+    t: TorchData,
+    device: torch.device,
+    notes: dict[str, Any],
+) -> int:
+    """The global batch size: explicit, the workload's default, or found (``auto``)."""
+    if config.batch_size is None:
+        return workload.default_batch_size(config.profile) or 64
+    if config.batch_size != "auto":
+        return int(config.batch_size)
+    loss_fn = workload.loss_fn()
+    if device.type == "cuda":
+        chosen = auto_batch_size_cuda(model, loss_fn, t.x, t.y, limit=len(t.x))
+        notes["batch_size_auto"] = "largest power of two without CUDA out-of-memory"
+        return chosen
+    # CPU: half of what is available now, shared fairly between workers
+    budget = psutil.virtual_memory().available * 0.5 / config.workers
+    notes["batch_size_auto"] = "largest power of two within half the free RAM / workers"
+    notes["batch_size_auto_budget_mb"] = round(budget / 2**20, 1)
+    return auto_batch_size(model, loss_fn, t.x, t.y, budget_bytes=budget, limit=len(t.x))

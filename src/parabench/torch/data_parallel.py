@@ -1,0 +1,234 @@
+"""Data parallelism shared by ``ddp`` and ``fsdp``: global-batch semantics and the sharding.
+
+Usage (a data-parallel method is a ``wrap`` and a name)::
+
+    class MyProgram(DataParallelProgram):
+        def wrap(self, model):            # after the model is on this rank's device
+            return DistributedDataParallel(model)
+
+    @methods.register
+    class My(DataParallelMethod):
+        name = "my"
+        session_class = ...               # a DistributedTorchSession with program = MyProgram
+
+Semantics, so that the run is mathematically serial's:
+
+* ``config.batch_size`` (or the workload's default) is the **global** batch ``B``; each rank
+  trains on ``B / workers`` per step (not divisible: ``check`` skips the case with the reason).
+* Every epoch uses serial's seeded order (:func:`parabench.torch.loop.epoch_order`), sharded
+  like ``DistributedSampler`` without padding: rank ``r`` takes ``order[r::world]``. Step
+  ``k`` of all ranks together is then exactly serial's batch ``k``, each sample once.
+* Gradients are averaged across ranks (DDP's all-reduce, FSDP's reduce-scatter). When the
+  last global batch does not split evenly, each rank's loss gradient is scaled by its share
+  of that batch, so the average is still serial's per-sample mean.
+* ``--batch-size auto``: every rank finds its own batch, the smallest wins, ``B = b x world``.
+
+Training is :class:`parabench.torch.loop.TorchLoop` over the wrapped model: one code path for
+serial and the data-parallel methods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from parabench import hardware
+from parabench.case.rank import RankContext
+from parabench.config import RunConfig
+from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
+from parabench.torch.session import LAUNCHER_ENV
+from parabench.workload import TorchWorkload, Workload
+
+if TYPE_CHECKING:
+    import torch
+
+
+def global_batch(workload: Workload, config: RunConfig) -> int | str:
+    if config.batch_size is None:
+        return workload.default_batch_size(config.profile) or 64
+    return config.batch_size
+
+
+def step_scales(n: int, global_batch: int, rank: int, world: int) -> list[float]:
+    """Per-step gradient scale of this rank: (its samples x world) / the global batch's.
+
+    All 1.0 when every global batch splits evenly; only the last step can differ. Raises
+    when some rank would have no sample in the last step (it would skip a collective).
+    """
+    scales = []
+    for start in range(0, n, global_batch):
+        size = min(global_batch, n - start)
+        mine = len(range(start + rank, start + size, world))
+        if size < world:
+            raise ValueError(
+                f"the last batch of {size} sample(s) ({n} % {global_batch}) leaves ranks of "
+                f"{world} without data; choose a batch size B with {n} % B == 0 or >= {world}"
+            )
+        scales.append(mine * world / size)
+    return scales
+
+
+class _ShareWeightedLoss:
+    """The loss with the same value but its gradient scaled by this step's share (see above)."""
+
+    def __init__(self, loss_fn: Any, scales: list[float]) -> None:
+        self.loss_fn, self.scales, self.step = loss_fn, scales, 0
+
+    def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss = self.loss_fn(out, target)
+        scale = self.scales[self.step % len(self.scales)]
+        self.step += 1
+        if scale == 1.0:
+            return loss
+        return loss * scale - (loss * (scale - 1.0)).detach()  # value unchanged
+
+
+class DataParallelProgram(ABC):
+    """Rank program: this rank's shard of every epoch, through TorchLoop on a wrapped model."""
+
+    #: True when a forward pass of the wrapped model is a collective (FSDP gathers shards):
+    #: then every rank runs the held-out forward, otherwise rank 0 alone does
+    collective_forward: ClassVar[bool] = False
+
+    def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any]) -> None:
+        import torch
+
+        from parabench.registry import workloads
+        from parabench.torch.build import flops_per_sample, load_tensors, make_loop
+
+        self.ctx = ctx
+        self.config = cfg = RunConfig.from_dict(config)
+        self.workload: TorchWorkload = workloads.get(workload)
+        self.device = device = ctx.torch_device()
+        self.notes: dict[str, Any] = {}
+        t = load_tensors(self.workload, cfg, device)
+        self.samples_per_epoch = self.workload.samples_per_epoch(t.data)
+        self.n = len(t.x)
+        self.x_test, self.y_test = t.x_test, t.y_test
+        torch.manual_seed(cfg.seed)
+        model = self.workload.build_model(t.data, cfg.seed).to(device)
+        self.batch_size, self.local_batch = self._batch_sizes(model, t)
+        # rank 0 reports it; counting costs seconds that every other rank would only repeat
+        self.flops = (flops_per_sample(model, self.workload.loss_fn(), t.x, t.y)
+                      if ctx.rank == 0 else None)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        self.model = self.wrap(model)
+        self.loop = make_loop(self.workload, cfg, self.model, t, self.local_batch, device)
+        scales = step_scales(self.n, self.batch_size, ctx.rank, ctx.world_size)
+        if any(s != 1.0 for s in scales):
+            self.loop.loss_fn = self.weighted = _ShareWeightedLoss(self.loop.loss_fn, scales)
+            self.notes["last_batch_weighted"] = True
+
+    def _batch_sizes(self, model: Any, t: Any) -> tuple[int, int]:
+        """(global, per-rank) batch."""
+        world = self.ctx.world_size
+        if self.config.batch_size != "auto":
+            total = int(global_batch(self.workload, self.config))
+            if total % world:
+                raise ValueError(f"global batch {total} is not divisible by {world} workers")
+            return total, total // world
+        import torch
+        import torch.distributed as dist
+
+        from parabench.torch.build import resolve_batch_size
+
+        mine = resolve_batch_size(self.workload, self.config, model, t, self.device, self.notes)
+        smallest = torch.tensor([mine], device=self.device)
+        dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
+        # a per-rank batch beyond the rank's shard would only be a smaller last step
+        local = min(int(smallest.item()), max(1, self.n // world))
+        return local * world, local
+
+    @abstractmethod
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The distributed model (DDP, fully_shard, ...); ``model`` is on this rank's device."""
+
+    def eval_model(self) -> torch.nn.Module:
+        """The module ``evaluate`` runs forward on (DDP: the inner module)."""
+        return self.model
+
+    def shard(self, epoch: int) -> torch.Tensor:
+        from parabench.torch.loop import epoch_order
+
+        order = epoch_order(self.n, self.config.seed, epoch)
+        return order[self.ctx.rank :: self.ctx.world_size]
+
+    # -- the protocol DistributedTorchSession calls ------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "samples_per_epoch": self.samples_per_epoch,
+                "flops_per_sample": self.flops,
+                "notes": {**self.notes, "batch_per_rank": self.local_batch}}
+
+    def before_epoch(self) -> None:  # noqa: B027 - optional hook (ddp resets its timer)
+        """Hook inside the timed region, before the loop (e.g. reset a communication timer)."""
+
+    def epoch_components(self) -> dict[str, float]:
+        """Extra per-epoch components this method measures (e.g. communication)."""
+        return {}
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        def work() -> EpochStats:
+            # the shard belongs in the epoch's time, as serial's order does
+            self.before_epoch()
+            if hasattr(self, "weighted"):
+                self.weighted.step = 0
+            return self.loop.train_epoch(epoch, indices=self.shard(epoch))
+
+        stats, seconds = self.ctx.timed(work)
+        components = {**stats.components, **self.epoch_components()}
+        return dataclasses.replace(stats, seconds=seconds, components=components)
+
+    def evaluate(self) -> float | None:
+        from parabench.torch.loop import predict
+
+        if self.ctx.rank != 0 and not self.collective_forward:
+            return None
+        outputs = predict(self.eval_model(), self.x_test)
+        return self.workload.score(outputs, self.y_test) if self.ctx.rank == 0 else None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Full CPU weights, the same keys as the unwrapped model (collective for FSDP)."""
+        return {k: v.detach().cpu().clone() for k, v in self.eval_model().state_dict().items()}
+
+    def seen(self, epoch: int) -> list[int]:
+        """The sample indices this rank trains on in ``epoch`` (for the sharding tests)."""
+        return self.shard(epoch).tolist()
+
+    def peak_gpu_mb(self) -> float | None:
+        if self.device.type != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.max_memory_allocated(self.device) / 2**20
+
+
+class DataParallelMethod(Method):
+    """Shared ``check`` and ``session`` of the data-parallel torch methods."""
+
+    devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
+    families: ClassVar[frozenset[str]] = frozenset({"torch"})
+    parity: ClassVar[str] = "exact"
+    options: ClassVar[frozenset[str]] = frozenset(TORCH_OPTIONS)
+    session_class: ClassVar[type[Session]]
+
+    def check(self, workload: Workload, config: RunConfig) -> str | None:
+        if (reason := super().check(workload, config)) is not None:
+            return reason
+        # under torchrun only this node's ranks share its GPUs
+        local = config.workers
+        if os.environ.get(LAUNCHER_ENV) == "torchrun":
+            local = int(os.environ.get("LOCAL_WORLD_SIZE", local))
+        if config.device == "cuda" and local > (gpus := hardware.cuda_device_count()):
+            return f"{self.name} uses one GPU per worker: {local} asked, {gpus} here"
+        total = global_batch(workload, config)
+        if total != "auto" and int(total) % config.workers:
+            return (f"global batch {total} is not divisible by {config.workers} workers "
+                    f"(each rank trains on B / workers)")
+        return None
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        return self.session_class(workload, config)

@@ -1,0 +1,362 @@
+"""The rank program of ``pipeline`` and ``hybrid``: one pipeline stage of one replica.
+
+Usage (a pool of stages x replicas ranks; the methods' sessions do this)::
+
+    args = {"workload": "cnn", "config": config.to_dict(), "stages": 2}
+    with WorkerPool(4, "parabench.torch.pipeline:PipelineProgram", args) as pool:
+        pool.call("train_epoch", epoch=0)     # one EpochStats per rank
+        pool.call("state_dict")               # the whole model's weights, on every rank
+
+Layout: rank ``r`` is stage ``r % stages`` of replica ``r // stages``. Each replica is a
+``torch.distributed.pipelining`` pipeline (its own process group, a manual ``PipelineStage``
+per rank built from the balanced slices of the workload's ``sequential()`` view, see
+:mod:`parabench.torch.stages`) scheduled by ``ScheduleGPipe`` or ``Schedule1F1B``.
+With more than one replica, every stage has a process group with its copies in the other
+replicas, and their gradients are all-reduced after each step (``hybrid``).
+
+Semantics, so that the update is serial's on the whole global batch ``B``:
+
+* Replica ``j`` trains on ``order[j::replicas]`` of serial's seeded order, ``B / replicas`` per
+  step (as ``ddp`` shards), cut into ``microbatches`` equal micro-batches.
+* Micro-batch gradients are accumulated unscaled (``scale_grads=False``) and each
+  micro-batch's mean loss is weighted by ``len(micro-batch) / samples in the global step``,
+  so the sum over micro-batches and replicas (all-reduce SUM) is the global batch's mean.
+  That stays exact for a short last batch, which runs on its own schedule with the largest
+  micro-batch count ``<= microbatches`` that divides it (``gpipe`` if 1F1B's ``m >= stages``
+  cannot hold there); stages are built per micro-batch shape because receive buffers are.
+
+Timing per rank (``perf_counter`` on CPU; CUDA events read after the epoch's synchronise):
+``data`` (index this step's samples and split them), ``forward`` (the stage's
+``forward_one_chunk`` calls and, on the last stage, the loss), ``backward``
+(``backward_one_chunk``), ``optimizer`` (step + zero_grad), ``communication`` (time blocked in
+the schedule's P2P waits, plus the gradient all-reduce of ``hybrid``) and ``idle`` = epoch
+time - (data + forward + backward + optimizer + all-reduce): the time this stage computed
+nothing, i.e. the pipeline bubble, stage imbalance and waiting for activations (the P2P part of
+``communication`` lies inside ``idle``). Only the last stage counts samples and loss, so the
+folded epoch counts every global sample once.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from parabench.case.rank import RankContext
+from parabench.config import RunConfig
+from parabench.method import EpochStats
+from parabench.torch.stages import Layout, bubble_for_shares, micro_split
+
+if TYPE_CHECKING:
+    import torch
+
+class Spans:
+    """Named time totals: host clock on CPU, CUDA event pairs (read after a sync) on GPU."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.reset()
+
+    def reset(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+        self.events: list[tuple[str, Any, Any]] = []
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if not self.cuda:
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.totals[name] += time.perf_counter() - t0
+            return
+        import torch
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        yield
+        end.record()
+        self.events.append((name, start, end))
+
+    def seconds(self) -> dict[str, float]:
+        out = dict(self.totals)
+        for name, start, end in self.events:
+            out[name] = out.get(name, 0.0) + start.elapsed_time(end) / 1e3
+        return out
+
+
+def _timed_wait(spans: Spans) -> None:
+    """Time the schedules' P2P waits (the one helper every wait in them goes through)."""
+    from torch.distributed.pipelining import schedules
+
+    original = getattr(schedules, "_wait_batch_p2p", None)
+    if original is None:  # another torch: no communication figure, everything else stands
+        return
+
+    def wait(work: Any) -> None:
+        with spans("p2p"):
+            original(work)
+
+    schedules._wait_batch_p2p = wait
+
+
+class MicrobatchLoss:
+    """The workload's loss weighted by this micro-batch's share of the global step."""
+
+    def __init__(self, loss_fn: Any, spans: Spans, autocast: Any) -> None:
+        self.loss_fn, self.spans, self.autocast = loss_fn, spans, autocast
+        self.weight = 1.0
+
+    def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        with self.spans("forward"), self.autocast():
+            return self.loss_fn(out, target) * self.weight
+
+
+class PipelineProgram:
+    """One stage of one replica; answers the protocol of ``DistributedTorchSession``."""
+
+    def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any],
+                 stages: int) -> None:
+        import torch
+
+        from parabench.registry import workloads
+        from parabench.torch.build import flops_per_sample, load_tensors
+        from parabench.torch.data_parallel import global_batch, step_scales
+        from parabench.torch.stages import cut
+
+        self.ctx, self.config = ctx, (cfg := RunConfig.from_dict(config))
+        self.workload = workloads.get(workload)
+        self.layout = layout = Layout.of(cfg, stages)
+        if layout.stages * layout.replicas != ctx.world_size:
+            raise ValueError(f"{ctx.world_size} ranks are not {stages} stages x replicas")
+        self.stage, self.replica = layout.position(ctx.rank)
+        self.first, self.last = self.stage == 0, self.stage == layout.stages - 1
+        self.device = device = ctx.torch_device()
+        self.pp_group, self.dp_group = _groups(layout, ctx.rank)
+        t = load_tensors(self.workload, cfg, device)
+        self.n = len(t.x)
+        self.samples_per_epoch = self.workload.samples_per_epoch(t.data)
+        self.x = t.x if self.first else None  # a stage keeps only what it feeds
+        self.y = t.y if self.last else None
+        self.x_test, self.y_test = t.x_test, t.y_test
+        torch.manual_seed(cfg.seed)
+        self.model = self.workload.build_model(t.data, cfg.seed)  # whole, on the CPU
+        self.flops = flops_per_sample(self.model, self.workload.loss_fn(), t.x, t.y)
+        self.plan = cut(self.workload, self.model, t.x, layout.stages)
+        self.submod = self.plan.modules[self.stage].to(device)
+        self.optimizer = self.workload.make_optimizer(self.submod.parameters())
+        self.owned = _owned_names(self.model, self.submod)
+        self.batch_size = int(global_batch(self.workload, cfg))
+        self.local_batch = self.batch_size // layout.replicas
+        # raises when a replica would get no sample in the last step (and skip an all-reduce)
+        step_scales(self.n, self.batch_size, 0, layout.replicas)
+        self.spans = Spans(device.type == "cuda")
+        _timed_wait(self.spans)
+        self.loss = MicrobatchLoss(self.workload.loss_fn(), self.spans, self._autocast)
+        self.schedules: dict[tuple[int, int], Any] = {}
+        self.loss_sums: list[torch.Tensor] = []
+        self.notes: dict[str, Any] = {}
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def _autocast(self) -> Any:
+        import contextlib
+
+        import torch
+
+        from parabench.torch.loop import PRECISIONS
+
+        dtype = PRECISIONS[self.config.option("precision", "fp32")]
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    # -- one step -----------------------------------------------------------------------------
+
+    def _schedule(self, count: int, size: int) -> Any:
+        """The schedule (and its stage) for ``count`` micro-batches of ``size`` samples."""
+        if (count, size) not in self.schedules:
+            from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
+
+            kind = self.layout.schedule
+            if kind == "1f1b" and count < self.layout.stages:  # 1F1B needs m >= stages
+                kind = "gpipe"
+                self.notes["tail_schedule"] = f"gpipe ({count} micro-batches < stages)"
+            stage = _timed_stage(self.submod, self.stage, self.layout.stages, self.device,
+                                 self.pp_group, self.spans, self._autocast)
+            cls = Schedule1F1B if kind == "1f1b" else ScheduleGPipe
+            self.schedules[(count, size)] = cls(stage, count, loss_fn=self.loss,
+                                                scale_grads=False)
+        return self.schedules[(count, size)]
+
+    def _step(self, idx: torch.Tensor, global_size: int) -> None:
+        import torch
+
+        with self.spans("data"):
+            count, size = micro_split(len(idx), self.layout.microbatches)
+            args = [(xb,) for xb in self.x[idx].split(size)] if self.first else None
+            targets = list(self.y[idx].split(size)) if self.last else None
+        self.loss.weight = size / global_size
+        losses: list[torch.Tensor] = []
+        self._schedule(count, size).step(arg_mbs=args, target_mbs=targets, losses=losses,
+                                         return_outputs=False)
+        if losses:  # weighted means: their sum x the global step is this replica's loss sum
+            self.loss_sums.append(torch.stack(losses).detach().sum() * global_size)
+        if self.dp_group is not None:
+            with self.spans("allreduce"):
+                self._allreduce_grads()
+        with self.spans("optimizer"):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def _allreduce_grads(self) -> None:
+        """Sum this stage's gradients over the replicas (the weights already average)."""
+        import torch
+        import torch.distributed as dist
+
+        grads = [p.grad for p in self.submod.parameters() if p.grad is not None]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, group=self.dp_group)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def shard(self, epoch: int) -> torch.Tensor:
+        from parabench.torch.loop import epoch_order
+
+        order = epoch_order(self.n, self.config.seed, epoch)
+        return order[self.replica::self.layout.replicas]
+
+    def _epoch(self, epoch: int) -> int:
+        mine = self.shard(epoch).to(self.device)
+        for k, start in enumerate(range(0, len(mine), self.local_batch)):
+            global_size = min(self.batch_size, self.n - k * self.batch_size)
+            self._step(mine[start:start + self.local_batch], global_size)
+        return len(mine)
+
+    # -- the protocol DistributedTorchSession calls ------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        lay = self.layout
+        notes = {**self.plan.notes(), "stages": lay.stages, "replicas": lay.replicas,
+                 "microbatches": lay.microbatches, "schedule": lay.schedule,
+                 "batch_per_replica": self.local_batch,
+                 "microbatch_size": micro_split(self.local_batch, lay.microbatches)[1],
+                 "bubble_theory": round(lay.bubble_theory(), 4),
+                 "bubble_theory_flops": round(
+                     bubble_for_shares(self.plan.stage_shares(), lay.microbatches), 4)}
+        return {"batch_size": self.batch_size, "samples_per_epoch": self.samples_per_epoch,
+                "flops_per_sample": self.flops, "notes": notes}
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        self.spans.reset()
+        self.loss_sums: list[torch.Tensor] = []
+        samples, seconds = self.ctx.timed(lambda: self._epoch(epoch))
+        t = self.spans.seconds()
+        parts = {name: t.get(name, 0.0) for name in ("data", "forward", "backward", "optimizer")}
+        busy = sum(parts.values()) + t.get("allreduce", 0.0)
+        components = {**parts, "communication": t.get("p2p", 0.0) + t.get("allreduce", 0.0),
+                      "idle": max(0.0, seconds - busy)}
+        if not self.last:  # the last stage reports the loss and counts the samples
+            return EpochStats(seconds=seconds, loss=0.0, samples=0, components=components)
+        import torch
+
+        loss = float(torch.stack(self.loss_sums).sum().item()) / samples
+        return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole model's weights on every rank: each stage's from replica 0 (collective)."""
+        current = self.model.state_dict()
+        mine = ({n: current[n].detach().cpu().clone() for n in self.owned}
+                if self.replica == 0 else {})
+        full = {k: v.detach().cpu().clone() for k, v in current.items()}
+        for part in self.ctx.all_gather(mine):
+            full.update(part)
+        return full
+
+    def evaluate(self) -> float | None:
+        from parabench.torch.loop import predict
+
+        state = self.state_dict()
+        if self.ctx.rank != 0:
+            return None
+        model = copy.deepcopy(self.model).cpu()
+        model.load_state_dict(state)
+        outputs = predict(model.to(self.device), self.x_test)
+        return self.workload.score(outputs, self.y_test)
+
+    def seen(self, epoch: int) -> list[int]:
+        return self.shard(epoch).tolist()
+
+    def extra_notes(self) -> dict[str, Any]:
+        return dict(self.notes)
+
+    def peak_gpu_mb(self) -> float | None:
+        if self.device.type != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.max_memory_allocated(self.device) / 2**20
+
+
+def _groups(layout: Layout, rank: int) -> tuple[Any, Any]:
+    """(this replica's pipeline group, this stage's replica group or None).
+
+    ``new_group`` is collective over the world: every rank creates every group, in order.
+    """
+    import torch.distributed as dist
+
+    pp = dp = None
+    for j in range(layout.replicas):
+        group = dist.new_group([j * layout.stages + s for s in range(layout.stages)])
+        if rank // layout.stages == j:
+            pp = group
+    if layout.replicas > 1:
+        for s in range(layout.stages):
+            group = dist.new_group([s + j * layout.stages for j in range(layout.replicas)])
+            if rank % layout.stages == s:
+                dp = group
+    return pp, dp
+
+
+def _owned_names(model: torch.nn.Module, submod: torch.nn.Module) -> list[str]:
+    """The model's state-dict keys whose tensors belong to this stage."""
+    import itertools
+
+    ids = {id(t) for t in itertools.chain(submod.parameters(), submod.buffers())}
+    return [n for n, t in model.state_dict(keep_vars=True).items() if id(t) in ids]
+
+
+def _timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,
+                 spans: Spans, autocast: Any) -> Any:
+    """A manual ``PipelineStage`` whose forward and backward chunks are timed.
+
+    Autocast wraps the module itself, not the chunk calls: the stage's metadata inference
+    runs the module too, and must see the dtypes the real chunks send.
+    """
+    from torch import nn
+    from torch.distributed.pipelining import PipelineStage
+
+    class Autocast(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = submod
+
+        def forward(self, *args: Any) -> Any:
+            with autocast():
+                return self.inner(*args)
+
+    class TimedStage(PipelineStage):
+        def forward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
+            with spans("forward"):
+                return super().forward_one_chunk(*args, **kwargs)
+
+        def backward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
+            with spans("backward"):
+                return super().backward_one_chunk(*args, **kwargs)
+
+    return TimedStage(Autocast(), index, stages, device, group=group)

@@ -1,0 +1,132 @@
+"""The Session every multi-process torch method shares: a pool of ranks, stats folded to one.
+
+Usage (a method whose ranks run ``mypkg.mymod:MyProgram``)::
+
+    class MySession(DistributedTorchSession):
+        program = "mypkg.mymod:MyProgram"
+
+    session = MySession(workload, config)
+    session.start()              # pool of config.workers ranks; startup_s covers all of it
+    stats = session.train_epoch(0)  # pool.call("train_epoch", epoch=0), folded by fold_epochs
+    session.evaluate()           # pool.call("evaluate"): rank 0's held-out quality
+    session.close()
+
+The rank program is built as ``Program(ctx, workload=<name>, config=<RunConfig dict>)`` and
+answers the protocol below; :class:`parabench.torch.data_parallel.DataParallelProgram`
+implements it for data-parallel methods:
+
+* ``describe() -> dict``: ``batch_size`` (global), ``samples_per_epoch``, ``flops_per_sample``,
+  ``notes`` (all from rank 0; the session copies them into the result);
+* ``train_epoch(epoch) -> EpochStats``: this rank's epoch, timed with ``ctx.timed``;
+* ``evaluate() -> float | None``: the quality on rank 0 (other ranks may return None);
+* ``peak_gpu_mb() -> float | None``.
+
+Under ``torchrun`` (``python -m parabench.torch.launch``) the same session runs on every
+rank with an in-process stand-in for the pool (see :mod:`parabench.torch.launch`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from parabench.config import RunConfig
+from parabench.method import EpochStats, Session
+from parabench.workload import Workload
+
+#: set by ``parabench.torch.launch`` in its own process: ranks come from torchrun
+LAUNCHER_ENV = "PARABENCH_LAUNCHER"
+
+
+def fold_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
+    """One epoch from every rank's: slowest rank's seconds, all samples, sample-weighted loss.
+
+    Components take the slowest rank's value per component (each is a wall-time share of that
+    rank's epoch; the maximum says how long the job waited on it at worst).
+    """
+    if not per_rank:
+        raise ValueError("no rank reported an epoch")
+    samples = sum(s.samples for s in per_rank)
+    loss = sum(s.loss * s.samples for s in per_rank) / samples if samples else float("nan")
+    names = sorted({name for s in per_rank for name in s.components})
+    components = {n: max(s.components.get(n, 0.0) for s in per_rank) for n in names}
+    return EpochStats(
+        seconds=max(s.seconds for s in per_rank), loss=loss, samples=samples,
+        components=components,
+    )
+
+
+class DistributedTorchSession(Session):
+    """A torch session whose work runs in ``config.workers`` rank processes."""
+
+    #: "module:Class" of the rank program
+    program: ClassVar[str]
+
+    def __init__(self, workload: Workload, config: RunConfig) -> None:
+        super().__init__(workload, config)
+        self.pool: Any = None
+        self._peaks: list[float | None] = []
+
+    def program_args(self) -> dict[str, Any]:
+        """Keyword arguments of the rank program's constructor (picklable)."""
+        return {"workload": self.workload.name, "config": self.config.to_dict()}
+
+    def make_pool(self) -> Any:
+        if os.environ.get(LAUNCHER_ENV) == "torchrun":
+            from parabench.torch.launch import TorchrunGroup
+
+            return TorchrunGroup(self.program, self.program_args(), device=self.config.device,
+                                 timeout_s=self.config.timeout_s)
+        from parabench.case.pool import WorkerPool
+
+        return WorkerPool(
+            self.config.workers, self.program, self.program_args(),
+            device=self.config.device, threads=self.config.threads,
+            timeout_s=self.config.timeout_s,
+        )
+
+    def start(self) -> None:
+        self.pool = self.make_pool()
+        self.pool.start()
+        # What the ranks really run with: the thread count each one reported after set-up.
+        threads = {info["threads"] for info in self.pool.rank_info}
+        self.threads_per_worker = max(threads)
+        info = self.pool.call("describe")[0]
+        self.batch_size = info["batch_size"]
+        self.samples_per_epoch = info["samples_per_epoch"]
+        self.flops_per_sample = info.get("flops_per_sample")
+        self.notes.update(info.get("notes", {}))
+        self.notes["rank_threads"] = [i["threads"] for i in self.pool.rank_info]
+        self.notes["rank_devices"] = [i["device"] for i in self.pool.rank_info]
+        self.notes["startup_rendezvous_s"] = self.pool.startup_s
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        return fold_epochs(self.pool.call("train_epoch", epoch=epoch))
+
+    def evaluate(self) -> float:
+        value = self.pool.call("evaluate")[0]
+        self._collect_peaks()
+        return float(value)
+
+    def _collect_peaks(self) -> None:
+        if self.config.device == "cuda" and self.pool is not None and self.pool.running:
+            self._peaks = self.pool.call("peak_gpu_mb")
+            self.notes["peak_gpu_mb_per_rank"] = self._peaks
+
+    def peak_gpu_mb(self) -> float | None:
+        """The largest per-rank CUDA peak (every rank's is in ``notes``)."""
+        peaks = [p for p in self._peaks if p is not None]
+        return max(peaks) if peaks else None
+
+    def close(self) -> None:
+        if self.pool is None:
+            return
+        try:
+            if not self._peaks:
+                self._collect_peaks()  # an epoch failed before evaluate: keep what was reached
+            if self.pool.running and hasattr(self.pool, "final_notes"):  # torchrun's group
+                self.notes.update(self.pool.final_notes())
+        except Exception:  # noqa: BLE001 - the pool may be what failed; closing matters more
+            pass
+        self.pool.close()
