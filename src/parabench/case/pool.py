@@ -12,7 +12,7 @@ Usage::
         def work(self, x: int) -> int:
             return x * self.scale + self.ctx.rank
 
-    with WorkerPool(2, program="mypkg.mymod:Echo", args={"scale": 10}, threads=1) as pool:
+    with WorkerPool(2, program=Echo, args={"scale": 10}, threads=1) as pool:
         pool.startup_s              # spawn + rendezvous + construction, measured once
         pool.call("work", x=1)      # [10, 11]: every rank runs program.work(x=1); rank order
         pool.pids                   # the rank processes (children of this process)
@@ -23,10 +23,12 @@ runner's memory sampler and its process-group kill reach them) with the thread v
 to ``threads`` *before* they start, rendezvouses them with ``init_process_group`` through a
 TCP store that this process hosts on 127.0.0.1 only (port picked by the OS: no race for a
 "free" port; gloo's own sockets go on the loopback interface too), binds ``cuda:<rank>`` on
-CUDA, and builds ``Class(ctx, **args)`` on every rank. With ``backend="none"`` there is no
-torch process group (nor store): the pool hosts rank programs of other engines (TensorFlow's
-workers, :mod:`parabench.tf`), which rendezvous by themselves; ``rank_env`` gives each rank
-its own environment variables (e.g. ``TF_CONFIG``) before its program is built.
+CUDA, and builds ``Class(ctx, **args)`` on every rank (``program``: the class, pickled by
+reference so the rank imports its module; a ``"module:Class"`` string is still accepted).
+With ``backend="none"`` there is no torch process group (nor store): the pool hosts rank
+programs of other engines (TensorFlow's workers, :mod:`parabench.tf`), which rendezvous by
+themselves; ``rank_env`` gives each rank its own environment variables (e.g. ``TF_CONFIG``)
+before its program is built.
 
 ``call(name, **kwargs)`` sends one command per rank over its own Pipe and waits on the pipes
 *and* the process sentinels, so:
@@ -91,7 +93,7 @@ class _Spec:
     """Everything a rank needs to set itself up (pickled to the child)."""
 
     world_size: int
-    program: str
+    program: str | type
     args: dict[str, Any] = field(default_factory=dict)
     backend: str
     device: str
@@ -102,16 +104,17 @@ class _Spec:
     rank_env: tuple[dict[str, str], ...] = ()
 
 
-def program_path(program: str | type) -> str:
-    """``"module:Class"`` for a class or such a string (checked for its shape only)."""
-    if isinstance(program, type):
-        return f"{program.__module__}:{program.__qualname__}"
-    if ":" not in program:
-        raise ValueError(f"program must be 'module:Class', got {program!r}")
+def checked_program(program: str | type) -> str | type:
+    """A program class as is, or a ``"module:Class"`` string checked for its shape only."""
+    if not isinstance(program, type) and ":" not in program:
+        raise ValueError(f"program must be a class or 'module:Class', got {program!r}")
     return program
 
 
-def resolve_program(path: str) -> type:
+def resolve_program(path: str | type) -> type:
+    """The program class: ``path`` itself if it is one, else imported from ``"module:Class"``."""
+    if isinstance(path, type):
+        return path
     module, _, name = path.partition(":")
     obj: Any = importlib.import_module(module)
     for part in name.split("."):
@@ -141,7 +144,8 @@ class WorkerPool:
         if device not in ("cpu", "cuda"):
             raise ValueError(f"device must be cpu or cuda, got {device!r}")
         self.world_size = world_size
-        self.program = program_path(program)
+        #: the program class, or the "module:Class" string it was given as
+        self.program = checked_program(program)
         self.args = dict(args or {})
         self.backend = backend or default_backend(device)
         self.device, self.threads, self.timeout_s = device, threads, timeout_s

@@ -43,9 +43,9 @@ from parabench.torch.session import LAUNCHER_ENV
 class TorchrunGroup:
     """The WorkerPool interface for a process that *is* one torchrun rank."""
 
-    def __init__(self, program: str, args: dict[str, Any], *, device: str,
+    def __init__(self, program: str | type, args: dict[str, Any], *, device: str,
                  timeout_s: float) -> None:
-        self.program_path, self.args = program, args
+        self.program_class, self.args = program, args  # a class, or its "module:Class"
         self.device, self.timeout_s = device, timeout_s
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
@@ -66,7 +66,7 @@ class TorchrunGroup:
         self.ctx = RankContext(rank=self.rank, world_size=self.world_size,
                                local_rank=self.local_rank, device=self.device, backend=backend,
                                threads=torch.get_num_threads(), launcher="torchrun")
-        self.program = _Builder(resolve_program(self.program_path), self.ctx, self.args)
+        self.program = _Builder(resolve_program(self.program_class), self.ctx, self.args)
         self.call("build")  # every rank learns if one failed, so rank 0 can record it
         self.program = self.program.built
         self.rank_info = self.ctx.all_gather({

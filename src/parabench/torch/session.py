@@ -1,9 +1,9 @@
 """The Session every multi-process torch method shares: a pool of ranks, stats folded to one.
 
-Usage (a method whose ranks run ``mypkg.mymod:MyProgram``)::
+Usage (a method whose ranks run ``MyProgram``)::
 
     class MySession(DistributedTorchSession):
-        program = "mypkg.mymod:MyProgram"
+        program = MyProgram           # a class; pickled by reference to the spawned ranks
 
     session = MySession(workload, config)
     session.start()              # pool of config.workers ranks; startup_s covers all of it
@@ -60,8 +60,8 @@ def fold_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
 class DistributedTorchSession(Session):
     """A torch session whose work runs in ``config.workers`` rank processes."""
 
-    #: "module:Class" of the rank program
-    program: ClassVar[str]
+    #: the rank program class (its "module:Class" string is still accepted)
+    program: ClassVar[str | type]
 
     def __init__(self, workload: Workload, config: RunConfig) -> None:
         super().__init__(workload, config)
