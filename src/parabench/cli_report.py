@@ -55,7 +55,7 @@ def dry_run(grid: Any, args: argparse.Namespace) -> int:
 
 def earlier_baselines(out: str) -> list[Result]:
     """Baseline results already in --out: parity uses them, so the table's speedup does too."""
-    from parabench.sweep.recommend import is_baseline
+    from parabench.sweep.compare import is_baseline
 
     return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
 

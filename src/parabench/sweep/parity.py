@@ -11,7 +11,8 @@ math, but data_dir and precision do), on the same device when there is one, else
 "Serial" is the method's ``baseline_method``: ``serial`` for all but TensorFlow's methods,
 which are compared with ``tf_serial`` (the same Keras model and loop without distribution).
 
-``gap`` is the method's quality minus serial's, signed so that positive means better.
+``gap`` is the method's quality minus serial's, signed so that positive means better (the
+convention of :mod:`parabench.sweep.compare`, which does this arithmetic).
 Parity fails when the method is worse than serial by more than the tolerance:
 
 * methods with ``parity = "exact"`` (DDP, FSDP, pipeline, sklearn backends, seed-replicated
@@ -38,12 +39,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from parabench.registry import methods, workloads
-from parabench.sweep.recommend import baseline_of
+from parabench.sweep.compare import (  # the tolerances live with the arithmetic; named here too
+    EXACT_TOLERANCE,
+    MIN_STATISTICAL_TOLERANCE,
+    SPREAD_FACTOR,
+    baseline_of,
+    parity_holds,
+    parity_tolerance,
+    quality_gap,
+)
 from parabench.sweep.result import Result
 
-EXACT_TOLERANCE = 0.015
-SPREAD_FACTOR = 3.0
-MIN_STATISTICAL_TOLERANCE = 0.01
+__all__ = ["EXACT_TOLERANCE", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR", "assess",
+           "baseline_for", "tolerance"]
+
 DEFAULT_SPREAD = 0.01
 #: options that change what is computed, so the baseline must share them
 DATA_OPTIONS = ("data_dir", "precision")
@@ -70,11 +79,9 @@ def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:
 
 def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
               higher_is_better: bool) -> float:
-    if kind == "exact":
-        return EXACT_TOLERANCE if higher_is_better else EXACT_TOLERANCE * abs(baseline_value)
-    spread = workloads.get(workload_name).seed_spread.get(profile, DEFAULT_SPREAD)
-    tol = max(SPREAD_FACTOR * spread, MIN_STATISTICAL_TOLERANCE)
-    return tol if higher_is_better else tol * abs(baseline_value)
+    spread = (DEFAULT_SPREAD if kind == "exact"  # exact parity reads no spread
+              else workloads.get(workload_name).seed_spread.get(profile, DEFAULT_SPREAD))
+    return parity_tolerance(kind, baseline_value, higher_is_better, spread)
 
 
 def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None:
@@ -93,10 +100,10 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
     assert base.quality is not None and base.quality.value is not None
     q, q0 = result.quality.value, base.quality.value
     better_high = result.quality.higher_is_better
-    gap = q - q0 if better_high else q0 - q
+    gap = quality_gap(q, q0, better_high)
     tol = tolerance(kind, result.workload, result.profile, q0, better_high)
     return {
-        "status": "ok" if gap >= -tol else "failed",
+        "status": "ok" if parity_holds(gap, tol) else "failed",
         "kind": kind,
         "gap": gap,
         "tolerance": tol,

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from parabench.sweep.compare import baseline_of, is_baseline, throughput_speedup
 from parabench.sweep.result import Result
 from parabench.sweep.stats import (
     ALPHA,
@@ -32,27 +33,8 @@ from parabench.sweep.stats import (
     throughput_samples,
 )
 
-BASELINE_METHOD = "serial"
 #: options the serial baseline must share with a method for a fair speedup
 BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
-
-
-def is_baseline(method: str) -> bool:
-    """Whether ``method`` is a baseline others are compared with (``parity = "baseline"``)."""
-    from parabench.registry import methods
-
-    if method in methods:
-        return methods.get(method).parity == "baseline"
-    return method == BASELINE_METHOD
-
-
-def baseline_of(method: str) -> str:
-    """The baseline ``method`` is compared with: its ``baseline_method``, else serial."""
-    from parabench.registry import methods
-
-    if method in methods:
-        return getattr(methods.get(method), "baseline_method", BASELINE_METHOD)
-    return BASELINE_METHOD
 
 
 def options_label(r: Result) -> str:
@@ -197,7 +179,7 @@ def _recommend_scope(scope: tuple[str, str, str], cands: list[Candidate]) -> Rec
     base = best if is_baseline(best.method) else baseline_for(best, ranked)
     speedup = ci = None
     if base is not None:
-        speedup = best.throughput / base.throughput
+        speedup = throughput_speedup(best.throughput, base.throughput)
         ci = None if base is best else ratio_ci(best.samples.values, base.samples.values)
     runner = next((c for c in qualifying if c.method != best.method), None)
     p = testable = None

@@ -26,13 +26,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from parabench.sweep.recommend import (
-    baseline_of,
-    data_options,
-    group_key,
-    is_baseline,
-    recommend,
-)
+from parabench.sweep.compare import baseline_of, is_baseline, speedup
+from parabench.sweep.recommend import data_options, group_key, recommend
 from parabench.sweep.result import Result
 
 #: the reason Method.check gives for a workload the method cannot train at all
@@ -132,9 +127,9 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
         qualities = [r.quality.value for r in ok if r.quality and r.quality.value is not None]
         q_name = ok[0].quality.name if ok[0].quality else ""
         base_key = (_baseline_key(key, medians) or _baseline_key(key, base_medians))
-        speedup = None
+        times_x = None
         if base_key is not None and key in medians:
-            speedup = {**medians, **base_medians}[base_key] / medians[key]
+            times_x = speedup({**medians, **base_medians}[base_key], medians[key])
         failed = len(rs) - len(ok)
         to_target_s, to_target = _to_target(ok)
         rows.append(Row(
@@ -142,7 +137,7 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
             epoch_s=statistics.median(times) if times else None,
             epoch_iqr_s=_iqr(times),
             samples_per_s=_median(r.samples_per_s for r in ok),
-            speedup=speedup,
+            speedup=times_x,
             baseline=f"{base_key[1]}/{base_key[2]} bs={base_key[4]}" if base_key else None,
             quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
             note=f"{failed} repeat(s) not ok" if failed else "",

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parabench.sweep.compare import is_baseline, throughput_speedup
 from parabench.sweep.recommend import (
     Candidate,
     Recommendation,
     baseline_for,
     candidates,
     describe,
-    is_baseline,
     recommend,
 )
 from parabench.sweep.report import Row, format_table, not_applicable, summarize
@@ -99,7 +99,7 @@ def amdahl_lines(cands: Sequence[Candidate]) -> list[str]:
         n = fit.predict_workers
         base = baseline_for(cs[0], cands)
         rate = 1.0 / fit.time(n)
-        vs = (f"{rate / base.throughput:.2f}x serial" if base
+        vs = (f"{throughput_speedup(rate, base.throughput):.2f}x serial" if base
               else f"{fit.time(1) / fit.time(n):.2f}x its own 1-worker time")
         lines.append(f"{method}: fitted serial fraction {fit.serial_fraction:.2f} over workers "
                      f"{', '.join(map(str, fit.measured_workers))}; PREDICTED at {n} workers: "

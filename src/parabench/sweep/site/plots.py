@@ -21,7 +21,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from parabench.sweep.recommend import Candidate, baseline_for, is_baseline
+from parabench.sweep.compare import is_baseline, throughput_speedup
+from parabench.sweep.recommend import Candidate, baseline_for
 from parabench.sweep.result import Result
 from parabench.sweep.stats import amdahl_fit
 
@@ -73,12 +74,12 @@ def scaling_figure(cands: list[Candidate]) -> Any:
         base = baseline_for(series[0], cands) if has_serial else None
         ref = base.throughput if base else series[0].throughput / series[0].workers
         xs = [c.workers for c in series]
-        ys = [c.throughput / ref for c in series]
+        ys = [throughput_speedup(c.throughput, ref) for c in series]
         (line,) = ax.plot(xs, ys, marker="o", label=name)
         fit = amdahl_fit({c.workers: 1.0 / c.throughput for c in series})
         if fit is not None:
             n = fit.predict_workers
-            y = (1.0 / fit.time(n)) / ref
+            y = throughput_speedup(1.0 / fit.time(n), ref)
             ax.plot([xs[-1], n], [ys[-1], y], linestyle="--", marker="o", fillstyle="none",
                     color=line.get_color(),
                     label=f"{name} Amdahl prediction @{n} (serial fraction "
