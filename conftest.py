@@ -1,9 +1,10 @@
 """Test-suite wiring: hardware markers that skip with a reason, and benchmark smoke mode.
 
-Markers (registered in pyproject.toml): ``cpu``, ``cuda`` (>= 1 GPU), ``multigpu`` (>= 2),
-``mpi`` (mpi4py + mpiexec), ``dask``, ``spark`` (pyspark + Java), ``tf``, ``numba``, ``torch``,
-``slow``. A test whose hardware or engine is missing is skipped with the probe's reason, never
-passed silently.
+Markers: ``cpu`` and ``slow`` are registered in pyproject.toml; every requirement marker
+(``cuda`` (>= 1 GPU), ``multigpu`` (>= 2), ``mpi`` (mpi4py + mpiexec), ``dask``, ``spark``
+(pyspark + Java), ``tf``, ``numba``, ``torch``, ...) is registered here from
+:data:`parabench.hardware.REQUIREMENTS`, the one table. A test whose hardware or engine is
+missing is skipped with the probe's reason, never passed silently.
 
 Benchmarks: plain ``pytest`` runs every benchmark body once, untimed (smoke mode, as
 ``--benchmark-disable``). ``--benchmark-only``, ``--benchmark-enable`` or any option that
@@ -16,19 +17,6 @@ import pytest
 
 from parabench import hardware
 
-MARKER_REQUIREMENTS = {
-    "cuda": "cuda",
-    "multigpu": "multigpu",
-    "mpi": "mpi",
-    "dask": "dask",
-    "spark": "spark",
-    "tf": "tf",
-    "numba": "numba",
-    "torch": "torch",
-    "xgboost": "xgboost",
-    "lightgbm": "lightgbm",
-    "cuml": "cuml",
-}
 _MEASURING_OPTIONS = (
     "benchmark_only", "benchmark_enable", "benchmark_json", "benchmark_save",
     "benchmark_autosave", "benchmark_compare",
@@ -37,6 +25,8 @@ _MEASURING_OPTIONS = (
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    for line in hardware.marker_lines():
+        config.addinivalue_line("markers", line)
     if not hasattr(config.option, "benchmark_disable"):
         return  # pytest-benchmark not installed
     if not any(getattr(config.option, opt, None) for opt in _MEASURING_OPTIONS):
@@ -45,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        for marker, requirement in MARKER_REQUIREMENTS.items():
+        for marker, requirement in hardware.markers().items():
             if item.get_closest_marker(marker) is None:
                 continue
             if (reason := hardware.probe(requirement)) is not None:

@@ -4,6 +4,7 @@ Usage::
 
     from parabench.hardware import missing
     reason = missing({"torch", "cuda"})   # None when all present, else what to do about it
+    markers()                              # {"cuda": "cuda", ...}: pytest marker -> requirement
 
 Probes are cached for the life of the process and never import a heavy library unless it is
 installed (``importlib.util.find_spec`` first). The CUDA probe asks torch, so it costs a torch
@@ -17,23 +18,7 @@ import importlib.util
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable
-
-REQUIREMENTS = (
-    "sklearn",
-    "torch",
-    "torchvision",
-    "cuda",
-    "multigpu",
-    "mpi",
-    "dask",
-    "spark",
-    "java",
-    "tf",
-    "numba",
-    "xgboost",
-    "lightgbm",
-    "cuml",
-)
+from dataclasses import dataclass
 
 
 def _module(name: str, extra: str) -> str | None:
@@ -114,30 +99,63 @@ def _cuml() -> str | None:
     return None
 
 
-_PROBES: dict[str, Callable[[], str | None]] = {
-    "sklearn": lambda: _module("sklearn", "all"),
-    "torch": lambda: _module("torch", "torch"),
-    "torchvision": lambda: _module("torchvision", "torch"),
-    "cuda": lambda: _cuda(1),
-    "multigpu": lambda: _cuda(2),
-    "mpi": _mpi,
-    "dask": lambda: _module("distributed", "dask"),
-    "spark": _spark,
-    "java": _java,
-    "tf": lambda: _module("tensorflow", "tf"),
-    "numba": lambda: _module("numba", "numba"),
-    "xgboost": lambda: _module("xgboost", "xgboost"),
-    "lightgbm": lambda: _module("lightgbm", "lightgbm"),
-    "cuml": _cuml,
+@dataclass(frozen=True, kw_only=True)
+class Requirement:
+    """Something a method or workload may need, how to probe it, and its pytest marker."""
+
+    probe: Callable[[], str | None]
+    #: the pytest marker of tests (and benchmark cases) that need it; None: no marker
+    marker: str | None = None
+    #: the marker's help text (``pytest --markers``)
+    help: str = ""
+
+
+#: THE requirements table: probes, pytest markers (registered by the root conftest.py, which
+#: also skips a marked test whose requirement is missing) and benchmark case markers all
+#: derive from it
+REQUIREMENTS: dict[str, Requirement] = {
+    "sklearn": Requirement(probe=lambda: _module("sklearn", "all")),
+    "torch": Requirement(probe=lambda: _module("torch", "torch"), marker="torch",
+                         help="needs PyTorch"),
+    "torchvision": Requirement(probe=lambda: _module("torchvision", "torch")),
+    "cuda": Requirement(probe=lambda: _cuda(1), marker="cuda",
+                        help="needs at least one CUDA GPU"),
+    "multigpu": Requirement(probe=lambda: _cuda(2), marker="multigpu",
+                            help="needs at least two CUDA GPUs"),
+    "mpi": Requirement(probe=_mpi, marker="mpi",
+                       help="needs an MPI launcher (mpiexec) and mpi4py"),
+    "dask": Requirement(probe=lambda: _module("distributed", "dask"), marker="dask",
+                        help="needs dask.distributed"),
+    "spark": Requirement(probe=_spark, marker="spark", help="needs pyspark and a Java runtime"),
+    "java": Requirement(probe=_java),
+    "tf": Requirement(probe=lambda: _module("tensorflow", "tf"), marker="tf",
+                      help="needs TensorFlow"),
+    "numba": Requirement(probe=lambda: _module("numba", "numba"), marker="numba",
+                         help="needs numba"),
+    "xgboost": Requirement(probe=lambda: _module("xgboost", "xgboost"), marker="xgboost",
+                           help="needs xgboost"),
+    "lightgbm": Requirement(probe=lambda: _module("lightgbm", "lightgbm"), marker="lightgbm",
+                            help="needs lightgbm"),
+    "cuml": Requirement(probe=_cuml, marker="cuml", help="needs RAPIDS cuML"),
 }
+
+
+def markers() -> dict[str, str]:
+    """pytest marker -> the requirement it stands for (every requirement that has one)."""
+    return {r.marker: name for name, r in REQUIREMENTS.items() if r.marker is not None}
+
+
+def marker_lines() -> list[str]:
+    """The markers as pytest's ``markers`` ini lines ("name: help")."""
+    return [f"{r.marker}: {r.help}" for r in REQUIREMENTS.values() if r.marker is not None]
 
 
 @functools.cache
 def probe(requirement: str) -> str | None:
     """None if ``requirement`` is met here, else a one-line reason saying what to do."""
-    if requirement not in _PROBES:
+    if requirement not in REQUIREMENTS:
         raise ValueError(f"unknown requirement {requirement!r}; valid: {', '.join(REQUIREMENTS)}")
-    return _PROBES[requirement]()
+    return REQUIREMENTS[requirement].probe()
 
 
 def missing(requirements: Iterable[str]) -> str | None:
