@@ -11,6 +11,9 @@ Usage::
             quality = s.evaluate()
         # close() ran: nothing of the session is left running, even after an error
 
+The harness drives these steps through :class:`parabench.case.lifecycle.CaseLifecycle`, which
+sets ``session.clock`` and ``session.launcher`` before ``start`` and times start-up itself.
+
 A method declares what it ``requires`` (see :mod:`parabench.hardware`), the ``devices`` it
 runs on, and which workloads it ``supports``. ``check`` turns all of that into one reason
 string, so the runner can record a skipped case instead of crashing on it.
@@ -24,6 +27,7 @@ from typing import Any, ClassVar
 
 from parabench import hardware
 from parabench.case.clock import Clock
+from parabench.case.launcher import POOL, Launcher
 from parabench.config import RunConfig, available_cores
 from parabench.workload import Workload
 
@@ -61,6 +65,9 @@ class Session(ABC):
         #: the harness's clock (:mod:`parabench.case.clock`): the lifecycle replaces it before
         #: ``start``; a session times its work with ``self.clock.time`` and reads no timer itself
         self.clock = Clock()
+        #: where rank processes come from (:mod:`parabench.case.launcher`), set by the
+        #: lifecycle with the clock; only multi-process sessions ask it for their group
+        self.launcher: Launcher = POOL
 
     @abstractmethod
     def start(self) -> None:

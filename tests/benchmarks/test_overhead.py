@@ -18,8 +18,9 @@ import time
 
 import pytest
 
+from parabench.case.lifecycle import StartedCase
 from parabench.config import RunConfig
-from parabench.registry import methods, workloads
+from parabench.registry import workloads
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 
@@ -46,9 +47,9 @@ def test_serial_mlp_epoch_overhead_vs_hand_loop(benchmark) -> None:  # type: ign
 
     config = RunConfig(workload="mlp", method="serial", profile="quick", epochs=1)
     workload = workloads.get("mlp")
-    session = methods.get("serial").session(workload, config)
-    session.start()
-    try:
+    with StartedCase(config, warmup_epochs=0) as started:  # the harness's own lifecycle
+        session = started.session
+        assert session is not None
         data = workload.make_data(config.profile, config.seed)
         x, y, _, _ = workload.tensors(data)
         hand_model = workload.build_model(data, config.seed)
@@ -63,10 +64,8 @@ def test_serial_mlp_epoch_overhead_vs_hand_loop(benchmark) -> None:  # type: ign
             _hand_loop(hand_model, hand_opt, x, y, batch, config.seed, next(epoch))
             hand_times.append(time.perf_counter() - t0)
 
-        n = iter(range(10_000))
         benchmark.pedantic(
-            lambda: session.train_epoch(next(n)), setup=hand_epoch, rounds=ROUNDS,
-            warmup_rounds=2, iterations=1,
+            started.step, setup=hand_epoch, rounds=ROUNDS, warmup_rounds=2, iterations=1,
         )
         if benchmark.disabled:
             return  # smoke mode: the body ran once
@@ -80,5 +79,3 @@ def test_serial_mlp_epoch_overhead_vs_hand_loop(benchmark) -> None:  # type: ign
         print(f"\nharness {harness * 1e3:.2f} ms, hand loop {hand * 1e3:.2f} ms, "
               f"ratio {ratio:.4f}")
         assert ratio <= TARGET_RATIO, f"harness is {ratio:.3f}x the hand loop"
-    finally:
-        session.close()

@@ -47,9 +47,12 @@ class Clock:
     """
 
     def __init__(self, *, sync: Callable[[], None] | None = None,
-                 barrier: Callable[[], None] | None = None) -> None:
+                 barrier: Callable[[], None] | None = None,
+                 timer: Callable[[], float] = now) -> None:
         self.sync = sync or (lambda: None)
         self.barrier = barrier
+        #: the clock read (:func:`now`; tests inject a scripted one)
+        self.timer = timer
         self.windows: list[float] = []
 
     def time(self, work: Callable[[], T]) -> tuple[T, float]:
@@ -57,10 +60,10 @@ class Clock:
         if self.barrier is not None:
             self.barrier()
         self.sync()
-        t0 = now()
+        t0 = self.timer()
         value = work()
         self.sync()
-        seconds = now() - t0
+        seconds = self.timer() - t0
         if self.barrier is not None:
             self.barrier()
         self.windows.append(seconds)
@@ -73,12 +76,12 @@ class Clock:
         if self.barrier is not None:
             self.barrier()
         self.sync()
-        t0 = now()
+        t0 = self.timer()
         try:
             yield out
         finally:
             self.sync()
-            seconds = now() - t0
+            seconds = self.timer() - t0
             if self.barrier is not None:
                 self.barrier()
             self.windows.append(seconds)

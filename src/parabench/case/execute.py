@@ -8,10 +8,14 @@ The runner starts ``python -m parabench.case.execute CONFIG_JSON RESULT_PATH`` i
 group and reads RESULT_PATH afterwards; see :mod:`parabench.sweep.run`. Whatever happens, the
 result keeps everything measured before the failure (start-up, finished epochs).
 
-Around each ``train_epoch`` the energy counters are read (:mod:`parabench.case.energy`), outside
-the session's own epoch clock. With ``config.target_quality`` set, each epoch is followed by
-a held-out evaluation, also off that clock, and training stops once the target is reached
-(:mod:`parabench.case.target`).
+The case runs through its one lifecycle (:class:`~parabench.case.lifecycle.CaseLifecycle`:
+start, epochs, evaluate, close); this module turns what it measured into a
+:class:`~parabench.sweep.result.Result`. Around each epoch the lifecycle reads the energy
+counters (:mod:`parabench.case.energy`), outside the epoch clock. With
+``config.target_quality`` set, each epoch is followed by a held-out evaluation, also off that
+clock, and training stops once the target is reached (:mod:`parabench.case.target`). Under
+``torchrun`` every rank runs this with ``launcher=TorchrunLauncher()``
+(:mod:`parabench.torch.launch`).
 """
 
 from __future__ import annotations
@@ -20,17 +24,18 @@ import dataclasses
 import json
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from parabench.case.energy import EnergyMeter, open_meter
-from parabench.case.measure import self_max_rss_mb, tree_cpu_seconds
+from parabench.case.launcher import POOL, Launcher
+from parabench.case.lifecycle import CaseLifecycle
+from parabench.case.measure import self_max_rss_mb
 from parabench.case.target import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
-from parabench.method import Session
+from parabench.method import EpochStats, Session
 from parabench.registry import methods, workloads
 from parabench.sweep.result import QualityValue, Result
 
@@ -65,53 +70,26 @@ def _identity(config: RunConfig) -> dict[str, Any]:
     }
 
 
-def execute(config: RunConfig, progress: Callable[[str], None] | None = None) -> Result:
+def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
+            launcher: Launcher = POOL) -> Result:
+    """The case's lifecycle (:mod:`parabench.case.lifecycle`) run to a Result."""
     say = progress or (lambda _msg: None)
     workload = workloads.get(config.workload)
     method = methods.get(config.method)
-    if (reason := method.check(workload, config)) is not None:
+    lifecycle = CaseLifecycle(config=config, workload=workload, method=method,
+                              launcher=launcher)
+    if (reason := lifecycle.reason()) is not None:
         return skipped(config, reason)
 
-    m: dict[str, Any] = {
-        "epoch_s": [], "loss": [], "components": {}, "status": "ok", "reason": ""
-    }
-    session: Session | None = None
-    meter = open_meter(config)
+    m: dict[str, Any] = {"status": "ok", "reason": ""}
+    lifecycle.meter = meter = open_meter(config)
     tracker = tracker_for(workload, config)  # None unless --target-quality
     try:
-        session = method.session(workload, config)
         say("starting")
-        t0 = time.perf_counter()
-        session.start()
-        m["startup_s"] = time.perf_counter() - t0
-        cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
-        for epoch in range(config.epochs):
-            before = meter.read()  # counters read outside the session's epoch clock
-            stats = session.train_epoch(epoch)
-            meter.add_epoch(before, meter.read())
-            m["epoch_s"].append(stats.seconds)
-            m["loss"].append(stats.loss)
-            for name, seconds in stats.components.items():
-                m["components"].setdefault(name, []).append(seconds)
-            say(f"epoch {epoch + 1}/{config.epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
-            if tracker is not None:  # held-out quality, evaluated off the epoch clock
-                stop = tracker.after_epoch(session)
-                say(tracker.status_line())
-                if stop:
-                    break
-        # per-epoch evaluations are not training: their wall and CPU time are left out
-        eval_wall, eval_cpu = (sum(tracker.eval_s), tracker.eval_cpu_s) if tracker else (0, 0)
-        wall = time.perf_counter() - wall0 - eval_wall
-        cores = config.workers * session.threads_per_worker
-        cpu = tree_cpu_seconds(os.getpid()) - cpu0 - eval_cpu
-        m["cpu_efficiency"] = cpu / (wall * cores)
-        if tracker is not None and tracker.eval_s:  # the last epoch's evaluation is final
-            value, m["eval_s"] = tracker.last_quality, tracker.eval_s[-1]
-        else:
-            say("evaluating")
-            t0 = time.perf_counter()
-            value = session.evaluate()
-            m["eval_s"] = time.perf_counter() - t0
+        lifecycle.start()
+        m["startup_s"] = lifecycle.startup_s
+        m["cpu_efficiency"] = lifecycle.train(config.epochs, tracker, say)
+        value, m["eval_s"] = lifecycle.final_quality(tracker, say)
         m["quality"] = QualityValue(
             name=workload.quality.name,
             value=value,
@@ -128,10 +106,20 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None) ->
             m["reason"] += " (try a smaller --batch-size, or more workers/devices)"
         m["traceback"] = traceback.format_exc(limit=8)
     finally:
-        if session is not None:
-            session.close()
+        lifecycle.close()
         meter.close()
-    return _finish(config, session, m, meter, tracker)
+    m.update(_epochs(lifecycle.history))  # every finished epoch, also when a later one failed
+    return _finish(config, lifecycle.session, m, meter, tracker)
+
+
+def _epochs(history: list[EpochStats]) -> dict[str, Any]:
+    """The result's per-epoch fields from the epochs that finished."""
+    components: dict[str, list[float]] = {}
+    for stats in history:
+        for name, seconds in stats.components.items():
+            components.setdefault(name, []).append(seconds)
+    return {"epoch_s": [s.seconds for s in history], "loss": [s.loss for s in history],
+            "components": components}
 
 
 def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from parabench.case.clock import now
 from parabench.case.rank import (
     RankContext,
     default_backend,
@@ -164,7 +165,7 @@ class WorkerPool:
     def start(self) -> WorkerPool:
         if self._state != "new":
             raise RuntimeError(f"pool already {self._state}")
-        t0 = time.perf_counter()
+        t0 = now()
         self._state = "running"
         atexit.register(self.close)
         if self.backend != NO_GROUP:
@@ -197,7 +198,7 @@ class WorkerPool:
         except BaseException:
             self._teardown()
             raise
-        self.startup_s = time.perf_counter() - t0
+        self.startup_s = now() - t0
         return self
 
     def close(self) -> None:

@@ -44,11 +44,10 @@ from parabench.config import RunConfig
 from parabench.method import TORCH_OPTIONS, Session
 from parabench.registry import methods
 from parabench.tf.models import missing_model
+from parabench.tf.program import TFProgram
 from parabench.torch.data_parallel import DataParallelMethod
 from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
-
-PROGRAM = "parabench.tf.program:TFProgram"
 
 
 def reserve_ports(n: int) -> list[socket.socket]:
@@ -71,7 +70,7 @@ def tf_config(ports: list[int], index: int) -> str:
 class TFSession(DistributedTorchSession):
     """A pool of TF worker processes running :class:`~parabench.tf.program.TFProgram`."""
 
-    program: ClassVar[str] = PROGRAM
+    program: ClassVar[str | type] = TFProgram
     #: strategy of the program; "multiworker" gives each worker process a TF_CONFIG
     strategy: ClassVar[str] = "default"
 

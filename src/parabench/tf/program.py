@@ -31,11 +31,11 @@ with TF 2.21 + Keras 3, so there is none):
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, ClassVar
 
 import numpy as np
 
+from parabench.case.clock import Clock
 from parabench.case.rank import RankContext
 from parabench.config import RunConfig
 from parabench.method import EpochStats
@@ -183,15 +183,17 @@ class TFProgram:
 
         local = self.strategy.experimental_local_results
         starts = range(0, self.n, self.batch_size)[:limit]
-        self.barrier()
-        t0 = time.perf_counter()
-        order = epoch_order(self.n, self.config.seed, epoch).numpy()
-        totals = []
-        for start in starts:
-            totals.extend(local(self._step(*self._inputs(order[start : start + self.batch_size]))))
-        loss_sum = float(self.tf.add_n(totals).numpy())  # waits for the last step
-        seconds = time.perf_counter() - t0
-        self.barrier()
+
+        def work() -> float:
+            order = epoch_order(self.n, self.config.seed, epoch).numpy()
+            totals = []
+            for start in starts:
+                batch = order[start : start + self.batch_size]
+                totals.extend(local(self._step(*self._inputs(batch))))
+            return float(self.tf.add_n(totals).numpy())  # waits for the last step
+
+        # barrier; t0; work; t1; barrier (TF's own all-reduce barrier: no torch group here)
+        loss_sum, seconds = Clock(barrier=self.barrier).time(work)
         samples = self._local_samples(starts)
         return EpochStats(seconds=seconds, loss=loss_sum / samples, samples=samples)
 

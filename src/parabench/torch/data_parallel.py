@@ -30,15 +30,14 @@ serial and the data-parallel methods.
 from __future__ import annotations
 
 import dataclasses
-import os
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench import hardware
+from parabench.case.launcher import active_launcher
 from parabench.case.rank import RankContext
 from parabench.config import RunConfig
 from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
-from parabench.torch.session import LAUNCHER_ENV
 from parabench.workload import TorchWorkload, Workload
 
 if TYPE_CHECKING:
@@ -219,9 +218,7 @@ class DataParallelMethod(Method):
         if (reason := super().check(workload, config)) is not None:
             return reason
         # under torchrun only this node's ranks share its GPUs
-        local = config.workers
-        if os.environ.get(LAUNCHER_ENV) == "torchrun":
-            local = int(os.environ.get("LOCAL_WORLD_SIZE", local))
+        local = active_launcher().local_ranks(config.workers)
         if config.device == "cuda" and local > (gpus := hardware.cuda_device_count()):
             return f"{self.name} uses one GPU per worker: {local} asked, {gpus} here"
         total = global_batch(workload, config)

@@ -8,11 +8,12 @@ Usage::
         --profile quick --out results.jsonl
 
 Every rank builds the same :class:`~parabench.config.RunConfig` (``workers`` = ``WORLD_SIZE``)
-and runs :func:`parabench.case.execute.execute` on it, so the method's own session, rank program,
-timing (the slowest rank's epoch between barriers) and evaluation are exactly what the
-single-machine :class:`~parabench.case.pool.WorkerPool` runs; only the pool is replaced
-by :class:`TorchrunGroup` (this process is the rank; ``call`` runs the program method here and
-all-gathers the replies). Rank 0 appends ONE result to ``--out``.
+and runs :func:`parabench.case.execute.execute` on it - the one case lifecycle - so the method's
+own session, rank program, timing (the slowest rank's epoch between barriers) and evaluation
+are exactly what the single-machine :class:`~parabench.case.pool.WorkerPool` runs; only the
+launcher differs: :class:`TorchrunLauncher` gives the session a :class:`TorchrunGroup` (this
+process is the rank; ``call`` runs the program method here and all-gathers the replies).
+Rank 0 appends ONE result to ``--out``.
 
 Threads: torchrun sets ``OMP_NUM_THREADS=1`` for its workers. ``--threads`` (default: that
 variable, else torch's default) is applied with ``torch.set_num_threads`` and the count torch
@@ -30,14 +31,17 @@ import dataclasses
 import os
 import socket
 import sys
-import time
 import traceback
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from parabench.case.clock import now
+from parabench.case.launcher import Launcher
 from parabench.case.pool import WorkerError, resolve_program
 from parabench.case.rank import RankContext, default_backend, init_group, set_threads
-from parabench.torch.session import LAUNCHER_ENV
+
+if TYPE_CHECKING:
+    from parabench.config import RunConfig
 
 
 class TorchrunGroup:
@@ -58,7 +62,7 @@ class TorchrunGroup:
     def start(self) -> TorchrunGroup:
         import torch
 
-        t0 = time.perf_counter()
+        t0 = now()
         backend = default_backend(self.device)
         init_group(rank=self.rank, world_size=self.world_size, local_rank=self.local_rank,
                    device=self.device, backend=backend, timeout_s=self.timeout_s)
@@ -73,7 +77,7 @@ class TorchrunGroup:
             "pid": os.getpid(), "threads": self.ctx.threads, "host": socket.gethostname(),
             "device": str(self.ctx.torch_device()),
         })
-        self.startup_s = time.perf_counter() - t0
+        self.startup_s = now() - t0
         return self
 
     def call(self, name: str, /, **kwargs: Any) -> list[Any]:
@@ -111,6 +115,19 @@ class TorchrunGroup:
             self.program.close()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class TorchrunLauncher(Launcher):
+    """Ranks are the processes torchrun started: this process is one, its group is in-process."""
+
+    name: ClassVar[str] = "torchrun"
+
+    def local_ranks(self, workers: int) -> int:
+        """Only this node's ranks share its GPUs (torchrun's ``LOCAL_WORLD_SIZE``)."""
+        return int(os.environ.get("LOCAL_WORLD_SIZE", workers))
+
+    def group(self, program: str | type, args: dict[str, Any], config: RunConfig) -> Any:
+        return TorchrunGroup(program, args, device=config.device, timeout_s=config.timeout_s)
 
 
 class _Builder:
@@ -201,16 +218,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     threads = set_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
                           or _torch_default_threads())
-    os.environ[LAUNCHER_ENV] = "torchrun"  # the session takes its ranks from torchrun
     from parabench.case.execute import execute
     from parabench.sweep.result import append_result
 
     rank = int(os.environ["RANK"])
-    t0 = time.monotonic()
+    t0 = now()
     say = (lambda msg: print(msg, flush=True)) if rank == 0 else None
-    result = execute(config_from(args, threads), progress=say)
+    # the one case lifecycle, with its ranks taken from torchrun instead of a spawned pool
+    result = execute(config_from(args, threads), progress=say, launcher=TorchrunLauncher())
     if rank == 0:
-        result = finish(result, time.monotonic() - t0)
+        result = finish(result, now() - t0)
         append_result(args.out, result)
         print(f"{result.status}: {args.workload}/{args.method} x{result.workers} -> {args.out}"
               + (f" ({result.reason})" if result.reason else ""), flush=True)

@@ -21,22 +21,20 @@ implements it for data-parallel methods:
 * ``evaluate() -> float | None``: the quality on rank 0 (other ranks may return None);
 * ``peak_gpu_mb() -> float | None``.
 
-Under ``torchrun`` (``python -m parabench.torch.launch``) the same session runs on every
-rank with an in-process stand-in for the pool (see :mod:`parabench.torch.launch`).
+The ranks' group comes from ``self.launcher`` (:mod:`parabench.case.launcher`), which the
+lifecycle sets: a :class:`~parabench.case.pool.WorkerPool` by default; under ``torchrun``
+(``python -m parabench.torch.launch``) the same session runs on every rank with an
+in-process stand-in for the pool (:class:`parabench.torch.launch.TorchrunGroup`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Session
 from parabench.workload import Workload
-
-#: set by ``parabench.torch.launch`` in its own process: ranks come from torchrun
-LAUNCHER_ENV = "PARABENCH_LAUNCHER"
 
 
 def fold_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
@@ -73,18 +71,8 @@ class DistributedTorchSession(Session):
         return {"workload": self.workload.name, "config": self.config.to_dict()}
 
     def make_pool(self) -> Any:
-        if os.environ.get(LAUNCHER_ENV) == "torchrun":
-            from parabench.torch.launch import TorchrunGroup
-
-            return TorchrunGroup(self.program, self.program_args(), device=self.config.device,
-                                 timeout_s=self.config.timeout_s)
-        from parabench.case.pool import WorkerPool
-
-        return WorkerPool(
-            self.config.workers, self.program, self.program_args(),
-            device=self.config.device, threads=self.config.threads,
-            timeout_s=self.config.timeout_s,
-        )
+        """The ranks' group, not yet started: the launcher's (a pool, or torchrun's ranks)."""
+        return self.launcher.group(self.program, self.program_args(), self.config)
 
     def start(self) -> None:
         self.pool = self.make_pool()
