@@ -24,10 +24,12 @@ from parabench.forest.grow import (
     Prepared,
     grow_trees,
 )
-from parabench.forest.kernel import KERNELS, Kernel, NumpyKernel, make_kernel
+from parabench.forest.kernel import Kernel, NumpyKernel
+from parabench.forest.kernels import KERNELS, make_kernel, register_kernel
 from parabench.forest.trees import Forest
 
 __all__ = [
     "DEFAULT_BINS", "DEFAULT_MAX_DEPTH", "KERNELS", "Binner", "Forest", "ForestParams",
     "HistForestClassifier", "Kernel", "NumpyKernel", "Prepared", "grow_trees", "make_kernel",
+    "register_kernel",
 ]

@@ -3,6 +3,8 @@
 Usage::
 
     kernel = make_kernel("torch", device="cuda")       # or "numpy", "tf", "numba"
+    TorchKernel.set_threads(4)                          # the backend's CPU thread pool
+    kernel.reset_peak(); ...; kernel.peak_gpu_mb()      # None on the CPU
     xb, y = kernel.put(xbin), kernel.put(y)             # (n, features) uint8, (n,) int64
     hist = kernel.histograms(xb, y, rows, node, kernel.put(feats), 0, k, n_bins, n_classes)
     slot, bin_, left, found = kernel.best_splits(hist, min_leaf=1)
@@ -30,24 +32,19 @@ fewer than ``min_leaf`` rows on a side is invalid; a node with no valid split is
 ``route`` sends each row of a found node to ``left_next[k]`` or ``right_next[k]`` (the next
 frontier position, or -1 when that child is a leaf) by ``xbin[row, feature[k]] <= bin[k]``;
 rows of nodes that were not found get -1. Backends may drop -1 rows or keep them.
+
+A backend is one :class:`Kernel` subclass in one file that owns everything backend-specific
+a method needs (``set_threads``, ``for_device``, ``place``, ``unavailable``, the GPU peak) and
+imports its engine only when instantiated; :mod:`parabench.forest.kernels` names them.
 """
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 import numpy as np
-
-#: name -> "module:Class" of every kernel; modules import their engine when instantiated
-KERNELS: dict[str, str] = {
-    "numpy": "parabench.forest.kernel:NumpyKernel",
-    "torch": "parabench.forest.torch_kernel:TorchKernel",
-    "tf": "parabench.forest.tf_kernel:TfKernel",
-    "numba": "parabench.forest.numba_kernel:NumbaKernel",
-    "numba-cuda": "parabench.forest.numba_cuda_kernel:NumbaCudaKernel",
-}
 
 
 class Kernel(ABC):
@@ -57,6 +54,43 @@ class Kernel(ABC):
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
+
+    @classmethod
+    def set_threads(cls, threads: int) -> int:
+        """Give the backend's CPU thread pool ``threads`` threads; returns what it really has
+        (a single-threaded backend has one)."""
+        return 1
+
+    @classmethod
+    def for_device(cls, device: str) -> type[Kernel]:
+        """The kernel class that runs this backend on ``device`` (numba's CUDA one is apart)."""
+        return cls
+
+    @classmethod
+    def place(cls, device: str, index: int = 0) -> str:
+        """The device of a case's ``index``-th kernel on ``device`` ("cpu" or "cuda")."""
+        return device
+
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        """Why this backend cannot run on ``device`` here, beyond its package being installed."""
+        return None
+
+    @property
+    def device_key(self) -> str:
+        """Which device this kernel runs on, fully named (kernels on one device share it)."""
+        return self.device
+
+    def on_stream(self) -> AbstractContextManager[None]:
+        """Run the block's kernels on this kernel's own device stream (host: nothing to do)."""
+        return nullcontext()
+
+    def reset_peak(self) -> None:  # noqa: B027 - host backends keep no GPU peak
+        """Forget the GPU memory peak so far (called after warm-up)."""
+
+    def peak_gpu_mb(self) -> float | None:
+        """Peak GPU memory since :meth:`reset_peak`, in MiB; None on the host."""
+        return None
 
     @abstractmethod
     def put(self, a: np.ndarray) -> Any:
@@ -86,13 +120,6 @@ class Kernel(ABC):
         left_next: Any, right_next: Any,
     ) -> tuple[Any, Any]:
         """New (rows, node) after the level's splits; see the module docstring."""
-
-
-def make_kernel(name: str, device: str = "cpu") -> Kernel:
-    if name not in KERNELS:
-        raise ValueError(f"unknown kernel {name!r}; valid: {', '.join(KERNELS)}")
-    module, cls = KERNELS[name].split(":")
-    return getattr(importlib.import_module(module), cls)(device)
 
 
 class NumpyKernel(Kernel):

@@ -47,6 +47,29 @@ class TfKernel(Kernel):
             raise RuntimeError(reason)
         self.tf_device = "/GPU:0" if device == "cuda" else "/CPU:0"
 
+    @classmethod
+    def set_threads(cls, threads: int) -> int:
+        tf = import_tf()
+        try:  # only possible before TF's runtime starts (a fresh case process)
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:
+            pass
+        return tf.config.threading.get_intra_op_parallelism_threads() or threads
+
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        return tf_gpu_reason() if device == "cuda" else None
+
+    def reset_peak(self) -> None:
+        if self.device == "cuda":
+            self.tf.config.experimental.reset_memory_stats("GPU:0")
+
+    def peak_gpu_mb(self) -> float | None:
+        if self.device != "cuda":
+            return None
+        return self.tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+
     def put(self, a: np.ndarray) -> Any:
         with self.tf.device(self.tf_device):
             return self.tf.identity(self.tf.constant(np.ascontiguousarray(a)))

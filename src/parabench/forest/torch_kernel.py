@@ -40,6 +40,36 @@ class TorchKernel(Kernel):
             self.dev = torch.device("cuda", torch.cuda.current_device())
         self.stream: Any = None
 
+    @classmethod
+    def set_threads(cls, threads: int) -> int:
+        import torch
+
+        torch.set_num_threads(threads)
+        return torch.get_num_threads()
+
+    @classmethod
+    def place(cls, device: str, index: int = 0) -> str:
+        """``cuda:i`` (round-robin over the GPUs here) or ``cpu``."""
+        if device != "cuda":
+            return "cpu"
+        from parabench.hardware import cuda_device_count
+
+        return f"cuda:{index % max(1, cuda_device_count())}"
+
+    @property
+    def device_key(self) -> str:
+        return str(self.dev)
+
+    def reset_peak(self) -> None:
+        if self.dev.type == "cuda":
+            self.torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def peak_gpu_mb(self) -> float | None:
+        """This device's peak (every kernel on one GPU shares it)."""
+        if self.dev.type != "cuda":
+            return None
+        return self.torch.cuda.max_memory_allocated(self.dev) / 2**20
+
     @contextlib.contextmanager
     def on_stream(self) -> Iterator[None]:
         """Run the block's kernels on a private CUDA stream (no-op on CPU)."""
