@@ -18,9 +18,9 @@ import psutil
 import pytest
 
 from parabench.config import RunConfig
+from parabench.forest.session import predictions_sha
 from parabench.forest.split import grow_slice, merge, slices
 from parabench.method import Session
-from parabench.methods.forest_joblib import predictions_sha
 from parabench.registry import methods, workloads
 
 pytestmark = pytest.mark.cpu
@@ -234,7 +234,7 @@ def test_dask_worker_killed_mid_fit_fails_the_fit_promptly(method: str, engines:
 
 @pytest.mark.mpi
 def test_killed_mpi_rank_fails_the_fit_and_leaves_nothing(engines: Engines) -> None:
-    from parabench.methods.forest_mpi import MPIJobLost
+    from parabench.forest.mpi_session import MPIJobLost
 
     session, before, _ = engines.pop("mpi")
     try:

@@ -24,7 +24,7 @@ from parabench import hardware
 from parabench.case.execute import execute
 from parabench.case.lifecycle import StartedCase
 from parabench.config import RunConfig
-from parabench.methods import forest_peers
+from parabench.forest import peers as forest_peers
 from parabench.registry import methods, workloads
 from parabench.sweep.parity import assess
 from parabench.sweep.result import read_results

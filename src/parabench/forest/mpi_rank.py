@@ -1,6 +1,6 @@
 """The MPI rank program of the ``mpi`` forest method: ranks that grow their share of a forest.
 
-Usage (what :mod:`parabench.methods.forest_mpi` runs; not meant to be started by hand)::
+Usage (what :mod:`parabench.forest.mpi_session` runs; not meant to be started by hand)::
 
     PARABENCH_MPI_KEY=<hex key> mpiexec -n 4 python -m parabench.forest.mpi_rank \\
         --connect 127.0.0.1:PORT --config '{"workload": "random_forest", ...}'
@@ -38,7 +38,6 @@ import secrets
 import socket
 import struct
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -147,11 +146,13 @@ class Rank:
     """One rank's state: the data, its slice of the trees, the communicator."""
 
     def __init__(self, comm: Any, config_json: str) -> None:
+        from parabench.case.clock import Clock
         from parabench.config import RunConfig
         from parabench.forest.split import slices
         from parabench.registry import workloads
 
         self.comm = comm
+        self.clock = Clock()  # the rank's clock: each fit's seconds (rank_fit_s)
         self.config = RunConfig.from_dict(json.loads(config_json))
         self.workload = workloads.get(self.config.workload)
         self.data = self.workload.dataset(self.config)
@@ -166,14 +167,15 @@ class Rank:
         from parabench.forest.split import grow_slice
 
         self.comm.Barrier()  # every rank's clock starts together
-        t0 = time.perf_counter()
-        try:
-            part = None
-            if self.share is not None:
-                part = grow_slice(self.template, self.data.x_train, self.data.y_train, *self.share)
-            return part, time.perf_counter() - t0, None
-        except Exception:  # noqa: BLE001 - reported to rank 0, which reports to the session
-            return None, time.perf_counter() - t0, traceback.format_exc(limit=4)
+        part, error = None, None
+        with self.clock.region() as took:
+            try:
+                if self.share is not None:
+                    part = grow_slice(self.template, self.data.x_train, self.data.y_train,
+                                      *self.share)
+            except Exception:  # noqa: BLE001 - reported to rank 0, which reports to the session
+                part, error = None, traceback.format_exc(limit=4)
+        return part, took[0], error
 
     def serve(self, channel: Channel | None) -> None:
         """The command loop: rank 0 reads the channel, every rank follows its broadcast."""

@@ -18,7 +18,7 @@ the histogram forests' ``DEFAULT_MAX_DEPTH``), min samples, the histogram forest
 ``DEFAULT_BINS`` bins, bootstrap as a sample fraction, seed, threads and device. Each peer's
 module says how it maps these onto its library and where the library differs.
 
-Sessions are :class:`~parabench.methods.forest_joblib.ForestSession`\\ s: one epoch is one
+Sessions are :class:`~parabench.forest.session.ForestSession`\\ s: one epoch is one
 timed ``fit`` of a fresh forest, ``evaluate`` records the predict time and a predictions
 digest. Start-up loads the data and fits a two-tree forest once, so the library's first-call
 costs (its thread pool, a CUDA context) are paid there, not in the first epoch. The peers are
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
+from parabench.forest.hist import forest_params, is_random_forest
+from parabench.forest.session import ForestSession
 from parabench.method import Method, Session
-from parabench.methods.forest_hist import _is_random_forest, forest_params
-from parabench.methods.forest_joblib import ForestSession
 from parabench.workload import Dataset, EstimatorWorkload, Workload
 
 #: rows a bootstrap sample of n rows holds without repeats, on average (1 - 1/e); the peers
@@ -115,7 +115,7 @@ class PeerForestMethod(Method):
     module: ClassVar[str]
 
     def supports(self, workload: Workload) -> bool:
-        return super().supports(workload) and _is_random_forest(workload.name)
+        return super().supports(workload) and is_random_forest(workload.name)
 
     @abstractmethod
     def build(self, spec: PeerSpec) -> Any:

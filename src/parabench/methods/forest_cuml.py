@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from parabench.methods.forest_peers import PeerForestMethod, PeerSpec
+from parabench.forest.peers import PeerForestMethod, PeerSpec
 from parabench.registry import methods
 
 

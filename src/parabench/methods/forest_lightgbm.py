@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from parabench.methods.forest_peers import PeerForestMethod, PeerSpec
+from parabench.forest.peers import PeerForestMethod, PeerSpec
 from parabench.registry import methods
 
 #: leaves per tree: beyond this LightGBM gets slower and no more accurate (docstring)

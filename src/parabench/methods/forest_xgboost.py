@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from parabench.methods.forest_peers import PeerForestMethod, PeerSpec
+from parabench.forest.peers import PeerForestMethod, PeerSpec
 from parabench.registry import methods
 
 
