@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from parabench.config import available_cores
-from parabench.forest import make_kernel
+from parabench.forest import KERNELS, make_kernel
 
 pytestmark = pytest.mark.cpu
 ROUNDS = 15
@@ -61,15 +61,7 @@ def _host(kernel: Any, out: Any) -> list[np.ndarray]:
 
 
 def _threads(backend: str) -> int:
-    if backend == "torch":
-        import torch
-
-        torch.set_num_threads(available_cores())
-        return torch.get_num_threads()
-    import numba
-
-    numba.set_num_threads(min(available_cores(), numba.config.NUMBA_NUM_THREADS))
-    return numba.get_num_threads()
+    return KERNELS[backend].set_threads(available_cores())
 
 
 @pytest.mark.parametrize("op", ["histograms", "best_splits"])
