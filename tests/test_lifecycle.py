@@ -163,3 +163,18 @@ def test_a_failing_start_closes_the_session() -> None:
         pass
     assert lifecycle.startup_s is None
     assert method.sessions[0].closed == 1
+
+
+def test_torchrun_launcher_counts_this_nodes_ranks_and_gives_its_in_process_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from parabench.torch.launch import TorchrunGroup, TorchrunLauncher
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    launcher = TorchrunLauncher()
+    assert launcher.local_ranks(8) == 4 and POOL.local_ranks(8) == 8
+    group = launcher.group(FakeSession, {"x": 1}, RunConfig(workload="mlp", method="ddp"))
+    assert isinstance(group, TorchrunGroup) and not group.running
+    assert (group.rank, group.world_size, group.program_class) == (1, 8, FakeSession)

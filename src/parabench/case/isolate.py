@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from parabench.case.clock import now
 from parabench.case.execute import skipped
 from parabench.case.measure import TreeSampler
 from parabench.case.target import salvage
@@ -162,7 +163,7 @@ def run_isolated(
         sys.executable, "-m", "parabench.case.execute", json.dumps(config.to_dict()),
         str(result_path),
     ]
-    t0 = time.monotonic()
+    t0 = now()
     timed_out = False
     oom_before = oom_kill_counts()
     with out_log.open("wb") as out, err_log.open("wb") as err:
@@ -177,7 +178,7 @@ def run_isolated(
                         rc = proc.wait(timeout=0.2)
                         break
                     except subprocess.TimeoutExpired:
-                        if time.monotonic() - t0 > config.timeout_s:
+                        if now() - t0 > config.timeout_s:
                             timed_out = True
                             kill_case(proc.pid, sampler.seen)
                             rc = proc.wait()
@@ -186,7 +187,7 @@ def run_isolated(
                             on_tick(_tail(out_log))
             finally:  # also on Ctrl-C: nothing of the case may outlive the runner
                 kill_case(proc.pid, sampler.seen)
-    wall = time.monotonic() - t0
+    wall = now() - t0
 
     if result_path.exists():
         result = Result.from_dict(json.loads(result_path.read_text()))

@@ -14,7 +14,7 @@ movement keep real MFU well below 1.
 
 from __future__ import annotations
 
-import time
+from parabench.case.clock import Clock
 
 
 def matmul_peak_flops(device: str = "cpu", threads: int | None = None, n: int = 2048,
@@ -37,13 +37,8 @@ def matmul_peak_flops(device: str = "cpu", threads: int | None = None, n: int = 
                 torch.cuda.synchronize(dev)
 
         a @ b  # warm-up: thread pool, kernels, caches
-        sync()
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            a @ b
-            sync()
-            best = min(best, time.perf_counter() - t0)
+        clock = Clock(sync=sync)  # sync; t0; a @ b; sync; t1
+        best = min(clock.time(lambda: a @ b)[1] for _ in range(repeats))
         return 2 * n**3 / best
     finally:
         torch.set_num_threads(previous)
