@@ -12,7 +12,15 @@ Kernels: ``numpy`` (reference), ``torch`` (cpu/cuda), ``tf`` (cpu/gpu), ``numba`
 ``@njit(parallel=True)``) and ``numba-cuda``. A :class:`Forest` (what :func:`grow_trees` returns)
 predicts like a fitted sklearn forest (``predict``, ``predict_proba``, ``classes_``). See
 :mod:`parabench.forest.grow` for the algorithm, :mod:`parabench.forest.kernel` for the
-kernel contract.
+kernel contract, :mod:`parabench.forest.kernels` for the names.
+
+The package also holds the forest methods' sessions (``methods/forest_*.py`` only declare
+them): :mod:`~parabench.forest.session` (the scikit-learn forests' base) with the joblib,
+Dask, MPI and Spark sessions; :mod:`~parabench.forest.hist` and :mod:`~parabench.forest.hybrid`
+(histogram forests on one kernel, or split over threads and Dask workers);
+:mod:`~parabench.forest.peers` (XGBoost, LightGBM, cuML). Worker-side programs:
+:mod:`~parabench.forest.mpi_rank` (MPI ranks) and :mod:`~parabench.forest.hybrid_worker`
+(a Dask worker's task).
 """
 
 from parabench.forest.binning import Binner
