@@ -8,11 +8,11 @@ Usage::
     bash scripts/asv_history.sh 5    # the last 5 commits of main, benchmarked and published
 
 The parameter axes are workload x method x device x workers, read from
-:func:`parabench.sweep.bench.bench_cases`: a method added to the registry adds its cases here. A
-combination that is not a case, or that cannot run on this machine (no GPU, too few cores, an
-engine missing), raises ``NotImplementedError`` in ``setup``, which asv shows as n/a. A case
-that *fails* is a failure, never n/a. ``PARABENCH_ASV_PROFILE`` (tiny | quick | full, default
-quick) sizes the data and models.
+:func:`parabench.sweep.bench.bench_cases` (the planner's): a method added to the registry adds
+its cases here. A combination that is not a case, or that cannot run on this machine (no GPU,
+too few cores, an engine missing), raises ``NotImplementedError`` in ``setup``, which asv
+shows as n/a. A case that *fails* is a failure, never n/a. ``PARABENCH_ASV_PROFILE`` (tiny |
+quick | full, default quick) sizes the data and models.
 
 asv reads a larger number as worse, even for ``track_*``, so every figure here is
 lower-is-better (each class docstring says what its figures mean).
@@ -213,13 +213,17 @@ class VersusSerial(_Measured):
       time. 1 is no gain; 0.5 is twice as fast. Its inverse is the speedup.
     - ``track_quality_gap`` (quality units, lower is better): serial quality minus method
       quality, sign-flipped for lower-is-better metrics, so positive is always "worse than
-      serial". Serial itself gives exactly 1 and 0.
+      serial" (:func:`parabench.sweep.compare.quality_shortfall`, the negated quality gap).
+      Serial itself gives exactly 1 and 0.
     """
 
     def setup(self, cache: dict, workload: str, method: str, device: str, workers: int) -> None:
         case = _case(workload, method, device, workers)
         self.figures = self._figures(cache, case)
-        from parabench.sweep.recommend import baseline_of  # tf_* methods: tf_serial
+        # imported here: an old commit without it still runs the other benchmarks
+        from parabench.sweep.compare import baseline_of, quality_shortfall, slowdown
+
+        self._slowdown, self._shortfall = slowdown, quality_shortfall
 
         base = baseline_of(method)
         if (baseline := _BY_KEY.get((workload, base, device, 1))) is None:
@@ -230,12 +234,12 @@ class VersusSerial(_Measured):
         self.higher_is_better = workloads.get(workload).quality.higher_is_better
 
     def track_inverse_speedup(self, *params: Any) -> float:
-        return self.figures["epoch_s"] / self.baseline["epoch_s"]
+        return self._slowdown(self.baseline["epoch_s"], self.figures["epoch_s"])
 
     track_inverse_speedup.unit = "ratio"
 
     def track_quality_gap(self, *params: Any) -> float:
-        gap = self.baseline["quality"] - self.figures["quality"]
-        return gap if self.higher_is_better else -gap
+        return self._shortfall(self.figures["quality"], self.baseline["quality"],
+                               self.higher_is_better)
 
     track_quality_gap.unit = "quality"

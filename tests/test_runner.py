@@ -9,8 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from parabench.sweep.plan import Grid, plan
 from parabench.sweep.result import read_results
-from parabench.sweep.run import Grid, plan, run_grid
+from parabench.sweep.run import run_grid
 
 pytestmark = pytest.mark.cpu
 

@@ -47,7 +47,7 @@ def add_report_commands(sub: argparse._SubParsersAction) -> None:
 
 def dry_run(grid: Any, args: argparse.Namespace) -> int:
     from parabench.sweep.dryrun import describe_plan
-    from parabench.sweep.run import plan
+    from parabench.sweep.plan import plan
 
     print(describe_plan(plan(grid), list(read_results(args.out)), resume=args.resume))
     return EXIT_OK

@@ -1,10 +1,11 @@
-"""Smoke mode (plain ``pytest``) runs one registry case per method; measuring runs them all."""
+"""Smoke mode (plain ``pytest``) runs one planned case per method; measuring runs them all."""
 
 from __future__ import annotations
 
 import pytest
 
-from parabench.sweep.bench import BenchCase, smoke_cases
+from parabench.sweep.bench import smoke_cases
+from parabench.sweep.plan import BenchCase
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

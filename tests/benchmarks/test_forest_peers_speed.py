@@ -30,8 +30,9 @@ import pytest
 
 from parabench.case.lifecycle import StartedCase
 from parabench.registry import methods
-from parabench.sweep.bench import BenchCase
+from parabench.sweep.compare import parity_holds, quality_gap, speedup
 from parabench.sweep.parity import tolerance
+from parabench.sweep.plan import BenchCase
 
 pytestmark = pytest.mark.cpu
 
@@ -110,16 +111,16 @@ def _comparison(row: Row, serial: Row, peers: list[Row], profile: str) -> dict[s
     kind = methods.get(row.method).parity
     tol = tolerance("statistical" if kind == "statistical" else "exact", WORKLOAD, profile,
                     serial.quality, higher_is_better=True)
-    gap = row.quality - serial.quality
+    gap = quality_gap(row.quality, serial.quality, higher_is_better=True)
     return {
         "method": row.method, "workers": _case(row.method).workers, "profile": profile,
         "fit_median_s": row.fit_s, "startup_s": row.startup_s,
-        "serial_fit_median_s": serial.fit_s, "speedup_vs_serial": serial.fit_s / row.fit_s,
+        "serial_fit_median_s": serial.fit_s, "speedup_vs_serial": speedup(serial.fit_s, row.fit_s),
         "best_peer": best.method if best else None,
         "best_peer_fit_median_s": best.fit_s if best else None,
-        "vs_best_peer": best.fit_s / row.fit_s if best else None,
+        "vs_best_peer": speedup(best.fit_s, row.fit_s) if best else None,
         "quality": row.quality, "serial_quality": serial.quality, "gap": gap,
-        "parity": "ok" if row.method == "serial" or gap >= -tol else "FAILED",
+        "parity": "ok" if row.method == "serial" or parity_holds(gap, tol) else "FAILED",
     }
 
 

@@ -28,9 +28,10 @@ from typing import Any
 import pytest
 
 from parabench.case.lifecycle import StartedCase
-from parabench.config import RunConfig
 from parabench.registry import methods, workloads
-from parabench.sweep.bench import BASELINE, BenchCase
+from parabench.sweep.compare import BASELINE_METHOD as BASELINE
+from parabench.sweep.compare import efficiency, speedup
+from parabench.sweep.plan import BenchCase
 
 pytestmark = pytest.mark.cpu
 
@@ -77,8 +78,8 @@ def _serial(profile: str, cache: dict[str, tuple[float, float]], steps: int) -> 
 
 
 def test_threads_fit_overhead_vs_direct_sklearn(benchmark: Any, profile: str) -> None:
-    config = RunConfig(workload=WORKLOAD, method="threads", workers=WORKERS, profile=profile,
-                       epochs=1)
+    config = BenchCase(workload=WORKLOAD, method="threads", device="cpu",
+                       workers=WORKERS).config(profile)
     workload = workloads.get(WORKLOAD)
     session = methods.get("threads").session(workload, config)
     session.start()
@@ -135,12 +136,13 @@ def test_forest_method_speedup_over_serial(
     if benchmark.disabled:
         return
     fit = statistics.median(fit_s)
-    speedup = serial_s / fit
+    times_faster = speedup(serial_s, fit)
     benchmark.extra_info.update(
         method=method, workers=WORKERS, profile=profile, fit_median_s=fit,
-        serial_fit_median_s=serial_s, speedup=speedup, efficiency=speedup / WORKERS,
+        serial_fit_median_s=serial_s, speedup=times_faster,
+        efficiency=efficiency(times_faster, WORKERS),
         startup_s=startup, quality=quality, serial_quality=serial_quality,
         parity=methods.get(method).parity, rounds=rounds,
     )
-    print(f"\n{method}: fit {fit:.3f}s vs serial {serial_s:.3f}s -> speedup {speedup:.2f}x "
+    print(f"\n{method}: fit {fit:.3f}s vs serial {serial_s:.3f}s -> speedup {times_faster:.2f}x "
           f"(start-up {startup:.1f}s, accuracy {quality:.4f} vs {serial_quality:.4f})")

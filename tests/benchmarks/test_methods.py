@@ -4,11 +4,14 @@
     pytest -m cuda --benchmark-only                               # GPU runners; skips elsewhere
     pytest tests/benchmarks                                       # smoke: each case once, tiny
 
-Cases come from :func:`parabench.sweep.bench.bench_cases`, so a new method brings its own cases with
-the markers it needs. The timed function is one steady-state epoch of a session started (and
-warmed up by one epoch) outside the timed region. ``benchmark.extra_info`` holds samples/s,
-speedup and efficiency against the serial case of the same workload and device, start-up,
-peak memory, quality and the quality gap to serial, so ``--benchmark-json`` is a full record.
+Cases come from the planner (:func:`parabench.sweep.plan.bench_cases`), so a new method brings
+its own cases with the markers it needs. The timed function is one steady-state epoch of a
+session started (and warmed up by one epoch) outside the timed region.
+``benchmark.extra_info`` holds samples/s, speedup and efficiency against the serial case of
+the same workload and device, start-up, peak memory, quality and the quality gap to serial,
+so ``--benchmark-json`` is a full record.
+The figures come from :mod:`parabench.sweep.compare`; ``quality_gap_vs_serial`` is its
+``quality_shortfall`` (positive: worse than serial).
 
 The profile is ``$PARABENCH_BENCH_PROFILE``, default ``quick`` when measuring and ``tiny`` in
 smoke mode.
@@ -25,8 +28,8 @@ import pytest
 from parabench.case.lifecycle import StartedCase
 from parabench.case.measure import TreeSampler
 from parabench.registry import workloads
-from parabench.sweep.bench import BenchCase, bench_cases
-from parabench.sweep.recommend import baseline_of, is_baseline
+from parabench.sweep.compare import baseline_of, efficiency, is_baseline, quality_shortfall, speedup
+from parabench.sweep.plan import BenchCase, bench_cases
 
 ROUNDS = 10  # fewer (down to MIN_ROUNDS) when an epoch is slow, to stay near ROUND_BUDGET_S
 MIN_ROUNDS = 5
@@ -80,22 +83,21 @@ def test_epoch(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -
         baselines[(case.method, case.workload, case.device, profile)] = (median, quality)
     base_time, base_quality = _baseline(case, profile, baselines)
     higher_is_better = workloads.get(case.workload).quality.higher_is_better
-    gap = (base_quality - quality) if higher_is_better else (quality - base_quality)
-    speedup = base_time / median
+    times_faster = speedup(base_time, median)
     benchmark.extra_info.update(
         profile=profile,
         samples_per_epoch=samples,
         samples_per_s=samples / median,
         epoch_s_median=median,
-        speedup_vs_serial=speedup,
-        efficiency=speedup / case.workers,
+        speedup_vs_serial=times_faster,
+        efficiency=efficiency(times_faster, case.workers),
         baseline=f"{baseline_of(case.method)}/{case.device}",
         startup_s=started.startup_s,
         peak_rss_mb=round(memory.peak_rss_mb, 1),
         peak_gpu_mb=peak_gpu,
         quality=quality,
         quality_name=workloads.get(case.workload).quality.name,
-        quality_gap_vs_serial=gap,
+        quality_gap_vs_serial=quality_shortfall(quality, base_quality, higher_is_better),
         workers=case.workers,
         rounds=rounds,
     )

@@ -27,7 +27,7 @@ from parabench.config import OPTIONS, ConfigError
 from parabench.registry import methods, workloads
 
 if TYPE_CHECKING:
-    from parabench.sweep.run import Case, Grid
+    from parabench.sweep.plan import Case, Grid
 
 
 def check_timeout(seconds: float) -> None:

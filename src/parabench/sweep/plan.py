@@ -1,0 +1,215 @@
+"""The one planner: axes expand into cases, each with its skip reason and its pytest markers.
+
+Usage::
+
+    grid = Grid(workloads=["mlp"], methods=["serial", "ddp"], profile="tiny")
+    for case in plan(grid):                    # what `parabench run` runs
+        case.config, case.skip_reason, case.markers
+    for case in bench_cases():                 # what pytest-benchmark and asv measure
+        case.id                                # "mlp-ddp-cpu-w2"
+        case.markers                           # {"cpu", "torch"}
+        case.config("tiny"), case.skip_reason("tiny")
+
+A sweep (:func:`plan`) takes every named method x workload x device x batch x option set x
+worker count x repeat, and gives an unrunnable combination the reason it cannot run (it is
+recorded ``skipped``). The benchmark cases (:func:`bench_cases`) are every combination a
+method *supports* at its default worker counts, profile-free; ``$PARABENCH_WORKLOADS`` /
+``$PARABENCH_METHODS`` (comma-separated) restrict them. Both build their RunConfigs with
+:meth:`Grid.config`, judge them with :func:`skip_reason` and mark them with
+:func:`case_markers`, whose markers come from :data:`parabench.hardware.REQUIREMENTS`.
+Baselines come first, so every later case can be checked against them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from parabench import hardware
+from parabench.case.target import resolve_target
+from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
+from parabench.registry import methods, workloads
+from parabench.sweep.compare import BASELINE_METHOD, is_baseline
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grid:
+    """The axes of a sweep. ``None`` means "everything sensible here" for that axis."""
+
+    workloads: Sequence[str] | None = None
+    methods: Sequence[str] | None = None
+    devices: Sequence[str] | None = None
+    workers: Sequence[int] | None = None
+    batch_sizes: Sequence[BatchSize] = (None,)
+    epochs: int = 3
+    profile: str = "quick"
+    repeats: int = 1
+    seed: int = 0
+    timeout_s: float = 600.0
+    threads_per_worker: int | None = None
+    oversubscribe: bool = False
+    #: option name -> values to sweep (each a grid axis); see config.OPTIONS
+    options: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    #: time-to-target mode: a quality, or "default" for each workload's own (parabench.case.target);
+    #: ``epochs`` is then the most epochs a case trains
+    target_quality: float | str | None = None
+
+    def config(self, *, workload: str, method: str, device: str, workers: int,
+               batch_size: BatchSize = None, options: dict[str, Any] | None = None,
+               repeat: int = 0) -> RunConfig:
+        """The RunConfig of one point of the grid: the only place one is built from axes."""
+        return RunConfig(
+            workload=workload, method=method, device=device, workers=workers,
+            threads_per_worker=self.threads_per_worker, batch_size=batch_size,
+            epochs=self.epochs, profile=self.profile, seed=self.seed, repeat=repeat,
+            timeout_s=self.timeout_s, options=options if options is not None else {},
+            target_quality=resolve_target(self.target_quality, workloads.get(workload)),
+        )
+
+
+def case_id(workload: str, method: str, device: str, workers: int) -> str:
+    """The pytest-benchmark id of a case (asv's parameters are the same four values)."""
+    return f"{workload}-{method}-{device}-w{workers}"
+
+
+def case_markers(workload: str, method: str, device: str, workers: int) -> set[str]:
+    """pytest markers of a case: its requirements' markers, plus ``cpu`` or ``cuda``."""
+    needs = set(methods.get(method).requires) | set(workloads.get(workload).requires)
+    if device == "cuda":
+        needs.add("multigpu" if workers > 1 else "cuda")
+    table = hardware.REQUIREMENTS
+    marks = {marker for n in needs if n in table and (marker := table[n].marker) is not None}
+    return marks | {"cuda" if device == "cuda" else "cpu"}
+
+
+def _axes(config: RunConfig) -> tuple[str, str, str, int]:
+    return config.workload, config.method, config.device, config.workers
+
+
+def skip_reason(config: RunConfig, *, oversubscribe: bool = False,
+                cores: int | None = None) -> str | None:
+    """Why this case cannot run here (None: it can): the method's check, then the cores."""
+    cores = cores or available_cores()
+    reason = methods.get(config.method).check(workloads.get(config.workload), config)
+    if reason is None and not oversubscribe and config.oversubscribed(cores):
+        reason = (
+            f"{config.workers} worker(s) x {config.threads} thread(s) exceeds the {cores} cores "
+            "here; use fewer workers/threads or pass --oversubscribe"
+        )
+    return reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """A planned case of a sweep: its config, and why it cannot run (None: it can)."""
+
+    config: RunConfig
+    skip_reason: str | None = None
+
+    @property
+    def id(self) -> str:
+        return case_id(*_axes(self.config))
+
+    @property
+    def markers(self) -> set[str]:
+        return case_markers(*_axes(self.config))
+
+
+def default_devices() -> list[str]:
+    return [d for d in DEVICES if d == "cpu" or hardware.probe("cuda") is None]
+
+
+def _option_sets(options: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    names = sorted(options)
+    return [dict(zip(names, values, strict=True))
+            for values in itertools.product(*(options[n] for n in names))]
+
+
+def plan(grid: Grid) -> list[Case]:
+    """Every case of the grid, in a stable order; names are checked before anything runs."""
+    wl_names = list(grid.workloads or workloads.names())
+    m_names = list(grid.methods or methods.names())
+    for name in m_names:
+        methods.get(name)  # UnknownNameError lists the valid ones
+    for name in wl_names:
+        workloads.get(name)
+    m_names.sort(key=lambda name: not is_baseline(name))
+    cores = available_cores()
+    cases: list[Case] = []
+    axes = itertools.product(wl_names, m_names, grid.devices or default_devices(),
+                             grid.batch_sizes, _option_sets(grid.options))
+    for wl_name, m_name, device, batch, options in axes:
+        counts = list(grid.workers or methods.get(m_name).default_workers(cores))
+        if is_baseline(m_name):  # the baseline runs as itself whatever workers are swept
+            counts = [1]
+        for workers, repeat in itertools.product(counts, range(grid.repeats)):
+            config = grid.config(workload=wl_name, method=m_name, device=device,
+                                 workers=workers, batch_size=batch, options=options,
+                                 repeat=repeat)
+            reason = skip_reason(config, oversubscribe=grid.oversubscribe, cores=cores)
+            cases.append(Case(config=config, skip_reason=reason))
+    return cases
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchCase:
+    """A benchmark case: profile-free, so the fixture or asv picks the profile at run time."""
+
+    workload: str
+    method: str
+    device: str
+    workers: int
+
+    def config(self, profile: str = "tiny") -> RunConfig:
+        """One epoch per call of the lifecycle's ``step``; everything else the defaults."""
+        return Grid(profile=profile, epochs=1).config(
+            workload=self.workload, method=self.method, device=self.device,
+            workers=self.workers)
+
+    @property
+    def id(self) -> str:
+        return case_id(self.workload, self.method, self.device, self.workers)
+
+    @property
+    def markers(self) -> set[str]:
+        return case_markers(self.workload, self.method, self.device, self.workers)
+
+    def skip_reason(self, profile: str = "tiny") -> str | None:
+        """Why this case cannot run here (None: it can)."""
+        return skip_reason(self.config(profile))
+
+
+#: comma-separated names restricting :func:`bench_cases` (pytest-benchmark and asv alike)
+SELECT_ENV = {"workloads": "PARABENCH_WORKLOADS", "methods": "PARABENCH_METHODS"}
+
+
+def _selected(kind: str) -> list[str] | None:
+    """Names from ``$PARABENCH_WORKLOADS`` / ``$PARABENCH_METHODS`` (checked), or None."""
+    text = os.environ.get(SELECT_ENV[kind], "").strip()
+    if not text:
+        return None
+    registry = workloads if kind == "workloads" else methods
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        registry.get(name)  # UnknownNameError lists the valid names
+    return names
+
+
+def bench_cases(cores: int | None = None) -> list[BenchCase]:
+    """Every supported (workload, method, device, workers) combination, baseline first."""
+    only_w, only_m = _selected("workloads"), _selected("methods")
+    cases = []
+    for method, workload in itertools.product(methods, workloads):
+        if (only_m is not None and method.name not in only_m
+                or only_w is not None and workload.name not in only_w
+                or not method.supports(workload)):
+            continue
+        for device in method.devices_for(workload):
+            for workers in method.default_workers(cores or max(2, available_cores())):
+                cases.append(BenchCase(workload=workload.name, method=method.name,
+                                       device=device, workers=workers))
+    return sorted(cases, key=lambda c: (c.method != BASELINE_METHOD, not is_baseline(c.method),
+                                        c.method, c.workload, c.device, c.workers))
