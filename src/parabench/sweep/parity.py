@@ -44,6 +44,7 @@ from parabench.sweep.compare import (  # the tolerances live with the arithmetic
     MIN_STATISTICAL_TOLERANCE,
     SPREAD_FACTOR,
     baseline_of,
+    is_baseline,
     parity_holds,
     parity_tolerance,
     quality_gap,
@@ -87,7 +88,7 @@ def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float
 def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None:
     """The ``parity`` field for ``result`` (None when the case did not finish ok)."""
     kind = methods.get(result.method).parity if result.method in methods else "exact"
-    if kind == "baseline":
+    if is_baseline(result.method):
         return {"status": "not-applicable", "kind": kind, "reason": "this is the baseline"}
     if result.status != "ok" or result.quality is None or result.quality.value is None:
         return None
