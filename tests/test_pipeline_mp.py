@@ -20,9 +20,9 @@ from parabench.case.execute import execute
 from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
 from parabench.method import EpochStats
-from parabench.methods.pipeline import fold_stage_epochs
 from parabench.registry import methods, workloads
 from parabench.torch.session import fold_epochs
+from parabench.torch.staged import fold_stage_epochs
 from parabench.torch.stages import (
     Layout,
     balanced_bounds,

@@ -37,12 +37,13 @@ from parabench import hardware
 from parabench.config import RunConfig
 from parabench.method import TORCH_OPTIONS, Method, Session
 from parabench.registry import methods
+from parabench.torch.fedavg import FedAvgProgram
 from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
 
 
 class FedAvgSession(DistributedTorchSession):
-    program: ClassVar[str] = "parabench.torch.fedavg:FedAvgProgram"
+    program: ClassVar[str | type] = FedAvgProgram
 
 
 def clients_for(config: RunConfig) -> int:

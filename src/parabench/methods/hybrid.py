@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from parabench.config import RunConfig
-from parabench.methods.pipeline import StagedMethod
 from parabench.registry import methods
+from parabench.torch.staged import StagedMethod
 
 DEFAULT_STAGES = 2
 

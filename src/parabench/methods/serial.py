@@ -12,12 +12,12 @@ peak comes from ``torch.cuda.max_memory_allocated``.
 
 from __future__ import annotations
 
-import time
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
 from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
 from parabench.registry import methods
+from parabench.torch.local import SerialTorchSession
 from parabench.workload import Dataset, EstimatorWorkload, TorchWorkload, Workload
 
 
@@ -37,9 +37,8 @@ class SerialEstimatorSession(Session):
     def train_epoch(self, epoch: int) -> EpochStats:
         assert self.data is not None, "start() first"
         est = self.workload.build_estimator(self.config.profile, self.config.seed, n_jobs=1)
-        t0 = time.perf_counter()
-        est.fit(self.data.x_train, self.data.y_train)
-        seconds = time.perf_counter() - t0
+        data = self.data
+        _, seconds = self.clock.time(lambda: est.fit(data.x_train, data.y_train))
         self.estimator = est
         loss = self.workload.train_loss(est, self.data)
         return EpochStats(seconds=seconds, loss=loss, samples=self.samples_per_epoch)
@@ -47,50 +46,6 @@ class SerialEstimatorSession(Session):
     def evaluate(self) -> float:
         assert self.data is not None and self.estimator is not None, "train first"
         return self.workload.score(self.estimator, self.data.x_test, self.data.y_test)
-
-
-class SerialTorchSession(Session):
-    workload: TorchWorkload
-
-    def start(self) -> None:
-        import torch
-
-        from parabench.torch.build import (
-            flops_per_sample,
-            load_tensors,
-            make_loop,
-            resolve_batch_size,
-            torch_device,
-        )
-
-        torch.set_num_threads(self.threads_per_worker)
-        self.device = device = torch_device(self.config)
-        t = load_tensors(self.workload, self.config, device)
-        self.samples_per_epoch = self.workload.samples_per_epoch(t.data)
-        self.x_test, self.y_test = t.x_test, t.y_test
-        torch.manual_seed(self.config.seed)
-        model = self.workload.build_model(t.data, self.config.seed).to(device)
-        self.batch_size = resolve_batch_size(self.workload, self.config, model, t, device,
-                                             self.notes)
-        self.flops_per_sample = flops_per_sample(model, self.workload.loss_fn(), t.x, t.y)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        self.loop = make_loop(self.workload, self.config, model, t, self.batch_size, device)
-
-    def train_epoch(self, epoch: int) -> EpochStats:
-        return self.loop.train_epoch(epoch)
-
-    def evaluate(self) -> float:
-        from parabench.torch.loop import predict
-
-        return self.workload.score(predict(self.loop.model, self.x_test), self.y_test)
-
-    def peak_gpu_mb(self) -> float | None:
-        if self.config.device != "cuda":
-            return None
-        import torch
-
-        return torch.cuda.max_memory_allocated(self.device) / 2**20
 
 
 @methods.register

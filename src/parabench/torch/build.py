@@ -1,13 +1,16 @@
-"""Setting up a torch case: device, tensors, batch size (incl. ``auto``), FLOPs, the loop.
+"""Setting up a torch case: device, tensors, seeded model, batch size (incl. ``auto``), FLOPs.
 
-Usage (what a torch Session's ``start`` does; serial, DDP, FSDP and the rest share it)::
+Usage (what every torch Session's ``start`` and every rank program does)::
 
     device = torch_device(config)                       # cuda:0 / cpu (cuda:rank for ranks)
-    t = load_tensors(workload, config, device)          # x/y on device unless a DataLoader
-    model = workload.build_model(t.data, config.seed).to(device)
-    batch = resolve_batch_size(workload, config, model, t, device, notes)
-    flops = flops_per_sample(model, workload.loss_fn(), t.x, t.y)
-    loop = make_loop(workload, config, model, t, batch, device)
+    case = build_case(workload, config, device)         # tensors, seeded model on device,
+    case.batch_size, case.flops_per_sample              #   the batch, the FLOPs per sample
+    case.reset_peaks()                                  # GPU peak counted from here
+    loop = case.loop(model, case.batch_size)            # the shared TorchLoop
+    peak_gpu_mb(device)                                 # the peak since reset (None on CPU)
+
+    # ranks: ``auto`` is found on each rank and the smallest wins (one MIN all-reduce)
+    case = build_case(workload, config, device, world=ctx.world_size, count_flops=rank == 0)
 
 ``--batch-size auto`` finds the largest power of two that fits: on CUDA by really running a
 training step at each size and catching out-of-memory (weights, buffers and RNG restored
@@ -20,12 +23,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 import torch
 
+from parabench.case.clock import Clock
 from parabench.config import RunConfig
 from parabench.torch.loop import TorchLoop
 from parabench.workload import Dataset, TorchWorkload
@@ -70,6 +74,7 @@ def make_loop(
     batch_size: int,
     device: torch.device,
     optimizer: torch.optim.Optimizer | None = None,
+    clock: Clock | None = None,
 ) -> TorchLoop:
     return TorchLoop(
         model,
@@ -83,6 +88,7 @@ def make_loop(
         precision=config.option("precision", "fp32"),
         num_workers=config.option("num_workers", 0),
         pin_memory=config.option("pin_memory", False),
+        clock=clock,
     )
 
 
@@ -233,3 +239,96 @@ def resolve_batch_size(
     notes["batch_size_auto"] = "largest power of two within half the free RAM / workers"
     notes["batch_size_auto_budget_mb"] = round(budget / 2**20, 1)
     return auto_batch_size(model, loss_fn, t.x, t.y, budget_bytes=budget, limit=len(t.x))
+
+
+def agreed_batch(batch: int, device: torch.device) -> int:
+    """The smallest of every rank's ``batch`` (a MIN all-reduce): what fits on all of them."""
+    import torch.distributed as dist
+
+    smallest = torch.tensor([batch], device=device)
+    dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
+    return int(smallest.item())
+
+
+def peak_gpu_mb(*devices: torch.device) -> float | None:
+    """The largest CUDA peak allocation (MB) over ``devices`` since the last reset; CPU: None."""
+    peaks = [torch.cuda.max_memory_allocated(d) / 2**20 for d in devices if d.type == "cuda"]
+    return max(peaks) if peaks else None
+
+
+@dataclass(kw_only=True)
+class TorchCase:
+    """A built torch case: data, the seeded model, the resolved batch and the FLOPs."""
+
+    workload: TorchWorkload
+    config: RunConfig
+    devices: list[torch.device]
+    data: TorchData
+    #: the workload's model (on the device, or on the host when built with ``on_host``)
+    model: torch.nn.Module
+    #: what trains: ``place(model, data)`` when a placement was given, else ``model``
+    placed: torch.nn.Module
+    #: explicit / the workload's default, or ``auto`` (the smallest over ranks with ``world``)
+    batch_size: int
+    flops_per_sample: float | None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def samples_per_epoch(self) -> int:
+        return self.workload.samples_per_epoch(self.data.data)
+
+    def reset_peaks(self) -> None:
+        """Start counting the GPU peak here (every device of the case)."""
+        for device in self.devices:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+
+    def peak_gpu_mb(self) -> float | None:
+        return peak_gpu_mb(*self.devices)
+
+    def loop(self, model: torch.nn.Module, batch_size: int,
+             optimizer: torch.optim.Optimizer | None = None, clock: Clock | None = None
+             ) -> TorchLoop:
+        """The shared loop over ``model``; ``clock``: who times its epochs (default: a Clock
+        that synchronises the first device)."""
+        return make_loop(self.workload, self.config, model, self.data, batch_size,
+                         self.devices[0], optimizer, clock)
+
+
+def build_case(
+    workload: TorchWorkload,
+    config: RunConfig,
+    device: torch.device,
+    *,
+    world: int | None = None,
+    count_flops: bool = True,
+    on_host: bool = False,
+    place: Callable[[torch.nn.Module, TorchData], torch.nn.Module] | None = None,
+    devices: list[torch.device] | None = None,
+    threads: int | None = None,
+) -> TorchCase:
+    """Tensors, ``torch.manual_seed(seed)`` then the model, the batch and the FLOPs.
+
+    ``world``: ranks that agree on an ``auto`` batch; ``count_flops``: False on ranks that
+    would only repeat rank 0's count; ``on_host``: the model stays on the CPU (stages are cut
+    from it); ``place``: what trains, built from the model before the batch is resolved on it;
+    ``devices``: every device the case uses (peaks), default ``[device]``; ``threads``: torch's
+    intra-op threads in this process.
+    """
+    if threads is not None:
+        torch.set_num_threads(threads)
+    notes: dict[str, Any] = {}
+    t = load_tensors(workload, config, device)
+    torch.manual_seed(config.seed)
+    model = workload.build_model(t.data, config.seed)
+    if not on_host:
+        model = model.to(device)
+    loss_fn = workload.loss_fn()
+    flops = flops_per_sample(model, loss_fn, t.x, t.y) if count_flops else None
+    placed = place(model, t) if place is not None else model
+    batch = resolve_batch_size(workload, config, placed, t, device, notes)
+    if world is not None and config.batch_size == "auto":
+        batch = agreed_batch(batch, device)
+    return TorchCase(workload=workload, config=config, devices=devices or [device], data=t,
+                     model=model, placed=placed, batch_size=batch, flops_per_sample=flops,
+                     notes=notes)

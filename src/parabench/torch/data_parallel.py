@@ -1,15 +1,22 @@
 """Data parallelism shared by ``ddp`` and ``fsdp``: global-batch semantics and the sharding.
 
-Usage (a data-parallel method is a ``wrap`` and a name)::
+Usage (a data-parallel method is a ``wrap`` with a parallelizer and a name; see
+``methods/ddp.py`` and the one-file plugin ``tests/plugins/ddp_static.py``)::
 
     class MyProgram(DataParallelProgram):
-        def wrap(self, model):            # after the model is on this rank's device
-            return DistributedDataParallel(model)
+        def wrap(self, model):            # the built case's model, on this rank's device
+            module, self.comm = apply_ddp(model, self.device)   # parabench.torch.parallelize
+            return module
+
+    class MySession(DistributedTorchSession):
+        program = "mypkg.my:MyProgram"
 
     @methods.register
     class My(DataParallelMethod):
         name = "my"
-        session_class = ...               # a DistributedTorchSession with program = MyProgram
+        session_class = MySession
+
+The case (tensors, seeded model, batch, FLOPs) comes from :func:`parabench.torch.build.build_case`.
 
 Semantics, so that the run is mathematically serial's:
 
@@ -42,6 +49,8 @@ from parabench.workload import TorchWorkload, Workload
 
 if TYPE_CHECKING:
     import torch
+
+    from parabench.torch.parallelize import CommTimer
 
 
 def global_batch(workload: Workload, config: RunConfig) -> int | str:
@@ -91,54 +100,44 @@ class DataParallelProgram(ABC):
     #: then every rank runs the held-out forward, otherwise rank 0 alone does
     collective_forward: ClassVar[bool] = False
 
-    def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any]) -> None:
-        import torch
+    #: the communication timer of the wrapped model, when its parallelizer has one (DDP)
+    comm: CommTimer | None = None
 
+    def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any]) -> None:
         from parabench.registry import workloads
-        from parabench.torch.build import flops_per_sample, load_tensors, make_loop
+        from parabench.torch.build import build_case
 
         self.ctx = ctx
         self.config = cfg = RunConfig.from_dict(config)
         self.workload: TorchWorkload = workloads.get(workload)
-        self.device = device = ctx.torch_device()
-        self.notes: dict[str, Any] = {}
-        t = load_tensors(self.workload, cfg, device)
-        self.samples_per_epoch = self.workload.samples_per_epoch(t.data)
-        self.n = len(t.x)
-        self.x_test, self.y_test = t.x_test, t.y_test
-        torch.manual_seed(cfg.seed)
-        model = self.workload.build_model(t.data, cfg.seed).to(device)
-        self.batch_size, self.local_batch = self._batch_sizes(model, t)
-        # rank 0 reports it; counting costs seconds that every other rank would only repeat
-        self.flops = (flops_per_sample(model, self.workload.loss_fn(), t.x, t.y)
-                      if ctx.rank == 0 else None)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        self.model = self.wrap(model)
-        self.loop = make_loop(self.workload, cfg, self.model, t, self.local_batch, device)
+        self.device = ctx.torch_device()
+        # rank 0 reports the FLOPs; counting costs seconds that every other rank would repeat
+        self.case = case = build_case(self.workload, cfg, self.device, world=ctx.world_size,
+                                      count_flops=ctx.rank == 0)
+        self.notes: dict[str, Any] = dict(case.notes)
+        self.samples_per_epoch = case.samples_per_epoch
+        self.n = len(case.data.x)
+        self.x_test, self.y_test = case.data.x_test, case.data.y_test
+        self.flops = case.flops_per_sample
+        self.batch_size, self.local_batch = self._batch_sizes(case.batch_size)
+        case.reset_peaks()
+        self.inner = case.model
+        self.model = self.wrap(case.model)
+        self.loop = case.loop(self.model, self.local_batch)
         scales = step_scales(self.n, self.batch_size, ctx.rank, ctx.world_size)
         if any(s != 1.0 for s in scales):
             self.loop.loss_fn = self.weighted = _ShareWeightedLoss(self.loop.loss_fn, scales)
             self.notes["last_batch_weighted"] = True
 
-    def _batch_sizes(self, model: Any, t: Any) -> tuple[int, int]:
-        """(global, per-rank) batch."""
+    def _batch_sizes(self, batch: int) -> tuple[int, int]:
+        """(global, per-rank) batch from the case's (``auto``: per rank, agreed by all)."""
         world = self.ctx.world_size
         if self.config.batch_size != "auto":
-            total = int(global_batch(self.workload, self.config))
-            if total % world:
-                raise ValueError(f"global batch {total} is not divisible by {world} workers")
-            return total, total // world
-        import torch
-        import torch.distributed as dist
-
-        from parabench.torch.build import resolve_batch_size
-
-        mine = resolve_batch_size(self.workload, self.config, model, t, self.device, self.notes)
-        smallest = torch.tensor([mine], device=self.device)
-        dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
+            if batch % world:
+                raise ValueError(f"global batch {batch} is not divisible by {world} workers")
+            return batch, batch // world
         # a per-rank batch beyond the rank's shard would only be a smaller last step
-        local = min(int(smallest.item()), max(1, self.n // world))
+        local = min(batch, max(1, self.n // world))
         return local * world, local
 
     @abstractmethod
@@ -146,8 +145,8 @@ class DataParallelProgram(ABC):
         """The distributed model (DDP, fully_shard, ...); ``model`` is on this rank's device."""
 
     def eval_model(self) -> torch.nn.Module:
-        """The module ``evaluate`` runs forward on (DDP: the inner module)."""
-        return self.model
+        """The module ``evaluate`` runs forward on: the workload's model, not its wrapper."""
+        return self.inner
 
     def shard(self, epoch: int) -> torch.Tensor:
         from parabench.torch.loop import epoch_order
@@ -162,12 +161,14 @@ class DataParallelProgram(ABC):
                 "flops_per_sample": self.flops,
                 "notes": {**self.notes, "batch_per_rank": self.local_batch}}
 
-    def before_epoch(self) -> None:  # noqa: B027 - optional hook (ddp resets its timer)
-        """Hook inside the timed region, before the loop (e.g. reset a communication timer)."""
+    def before_epoch(self) -> None:
+        """Inside the timed region, before the loop: a fresh communication timer."""
+        if self.comm is not None:
+            self.comm.reset()
 
     def epoch_components(self) -> dict[str, float]:
-        """Extra per-epoch components this method measures (e.g. communication)."""
-        return {}
+        """Extra per-epoch components: ``communication`` when the parallelizer timed it."""
+        return {} if self.comm is None else {"communication": self.comm.seconds()}
 
     def train_epoch(self, epoch: int) -> EpochStats:
         def work() -> EpochStats:
@@ -190,19 +191,20 @@ class DataParallelProgram(ABC):
         return self.workload.score(outputs, self.y_test) if self.ctx.rank == 0 else None
 
     def state_dict(self) -> dict[str, Any]:
-        """Full CPU weights, the same keys as the unwrapped model (collective for FSDP)."""
-        return {k: v.detach().cpu().clone() for k, v in self.eval_model().state_dict().items()}
+        """Full CPU weights, the same keys as the unwrapped model (FSDP: every sharded DTensor
+        is all-gathered, a collective)."""
+        out = {}
+        for key, value in self.eval_model().state_dict().items():
+            full = value.full_tensor() if hasattr(value, "full_tensor") else value
+            out[key] = full.detach().cpu().clone()
+        return out
 
     def seen(self, epoch: int) -> list[int]:
         """The sample indices this rank trains on in ``epoch`` (for the sharding tests)."""
         return self.shard(epoch).tolist()
 
     def peak_gpu_mb(self) -> float | None:
-        if self.device.type != "cuda":
-            return None
-        import torch
-
-        return torch.cuda.max_memory_allocated(self.device) / 2**20
+        return self.case.peak_gpu_mb()
 
 
 class DataParallelMethod(Method):

@@ -133,53 +133,36 @@ class FedAvgProgram:
         import torch
 
         from parabench.registry import workloads
-        from parabench.torch.build import flops_per_sample, load_tensors, make_loop
+        from parabench.torch.build import build_case
 
         self.ctx = ctx
         self.config = cfg = RunConfig.from_dict(config)
         self.workload: TorchWorkload = workloads.get(workload)
-        self.device = device = ctx.torch_device()
-        self.notes: dict[str, Any] = {}
-        t = load_tensors(self.workload, cfg, device)
-        self.n = len(t.x)
-        self.x_test, self.y_test = t.x_test, t.y_test
+        self.device = ctx.torch_device()
         self.clients_total = k = cfg.option("clients") or ctx.world_size
         self.local_epochs = cfg.option("local_epochs", 1)
         self.split = cfg.option("split", "iid")
         if k < ctx.world_size or k % ctx.world_size:
             raise ValueError(f"{k} clients cannot be spread evenly over {ctx.world_size} ranks")
-        self.samples_per_epoch = self.workload.samples_per_epoch(t.data) * self.local_epochs
-        torch.manual_seed(cfg.seed)
-        self.model = model = self.workload.build_model(t.data, cfg.seed).to(device)
-        self.batch_size = self._batch_size(model, t)
-        self.flops = flops_per_sample(model, self.workload.loss_fn(), t.x, t.y)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        shards = partition(t.data.y_train, clients=k, split=self.split, seed=cfg.seed)
+        # every client's batch B; ``auto``: what fits on every rank (the smallest wins)
+        self.case = case = build_case(self.workload, cfg, self.device, world=ctx.world_size)
+        self.notes: dict[str, Any] = dict(case.notes)
+        self.n = len(case.data.x)
+        self.x_test, self.y_test = case.data.x_test, case.data.y_test
+        self.samples_per_epoch = case.samples_per_epoch * self.local_epochs
+        self.model = model = case.model
+        self.batch_size, self.flops = case.batch_size, case.flops_per_sample
+        case.reset_peaks()
+        shards = partition(case.data.data.y_train, clients=k, split=self.split, seed=cfg.seed)
         self.sizes = [len(s) for s in shards]
         per_rank = k // ctx.world_size
         mine = range(ctx.rank * per_rank, (ctx.rank + 1) * per_rank)
         self.clients = [Client(index=i, shard=torch.as_tensor(shards[i]),
                                optimizer=self.workload.make_optimizer(model.parameters()))
                         for i in mine]
-        self.loop = make_loop(self.workload, cfg, model, t, self.batch_size, device,
-                              optimizer=self.clients[0].optimizer)
+        self.loop = case.loop(model, self.batch_size, optimizer=self.clients[0].optimizer)
         self._state = _ModelState(model)
         self.global_weights = self._state.snapshot()
-
-    def _batch_size(self, model: Any, t: Any) -> int:
-        """Every client's batch B; ``auto``: what fits on every rank (the smallest wins)."""
-        from parabench.torch.build import resolve_batch_size
-
-        batch = resolve_batch_size(self.workload, self.config, model, t, self.device, self.notes)
-        if self.config.batch_size != "auto":
-            return batch
-        import torch
-        import torch.distributed as dist
-
-        smallest = torch.tensor([batch], device=self.device)
-        dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
-        return int(smallest.item())
 
     # -- the server side: hooks a test may override to break the averaging on purpose ---------
 
@@ -207,35 +190,32 @@ class FedAvgProgram:
 
     def _round(self, round_: int) -> tuple[list[EpochStats], dict[str, float]]:
         """Train this rank's clients, then average: (their passes, communication / idle s)."""
-        import time
-
+        from parabench.case.clock import Spans
         from parabench.torch.loop import synchronize
 
-        clock = time.perf_counter
-        passes, comm = [], 0.0
+        spans = Spans(cuda=False)  # host clock: the exchange ends in a synchronise
+        passes = []
         acc = self._state.zeros()
         for client in self.clients:
-            t0 = clock()
-            self._state.load(self.global_weights)  # the download
-            comm += clock() - t0
+            with spans("communication"):
+                self._state.load(self.global_weights)  # the download
             passes += self._train_client(client, round_)
             synchronize(self.device)
-            t0 = clock()
-            self._state.accumulate(acc, self.client_weight(client))
-            comm += clock() - t0
+            with spans("communication"):
+                self._state.accumulate(acc, self.client_weight(client))
         # Waiting here for the slowest rank (bigger shards, a busier core) is idle time, not
         # communication: measured apart, so the all-reduce below is only the data exchange.
-        t0 = clock()
-        self.ctx.barrier()
-        idle = clock() - t0
-        t0 = clock()
-        for flat in acc.floats.values():
-            self.reduce(flat)
-        self._state.reduce_counters(acc)
-        self.global_weights = acc
-        self._state.load(acc)
-        synchronize(self.device)
-        return passes, {"communication": comm + clock() - t0, "idle": idle}
+        with spans("idle"):
+            self.ctx.barrier()
+        with spans("communication"):
+            for flat in acc.floats.values():
+                self.reduce(flat)
+            self._state.reduce_counters(acc)
+            self.global_weights = acc
+            self._state.load(acc)
+            synchronize(self.device)
+        times = spans.seconds()
+        return passes, {"communication": times["communication"], "idle": times["idle"]}
 
     # -- the protocol DistributedTorchSession calls ------------------------------------------
 
@@ -280,11 +260,7 @@ class FedAvgProgram:
         return {c.index: c.shard.tolist() for c in self.clients}
 
     def peak_gpu_mb(self) -> float | None:
-        if self.device.type != "cuda":
-            return None
-        import torch
-
-        return torch.cuda.max_memory_allocated(self.device) / 2**20
+        return self.case.peak_gpu_mb()
 
 
 @dataclass(kw_only=True)

@@ -3,15 +3,17 @@
 Usage::
 
     loop = TorchLoop(model, optimizer, loss_fn, x, y, batch_size=64, device=dev, seed=0,
-                     precision="bf16", num_workers=2, pin_memory=True)
+                     precision="bf16", num_workers=2, pin_memory=True,
+                     clock=Clock(sync=...))    # default: a Clock that synchronises ``dev``
     stats = loop.train_epoch(epoch)            # EpochStats: synchronised wall time, mean loss,
     stats = loop.train_epoch(epoch, indices)   #   components; or only this rank's shard
     outputs = predict(model, x_test, batch_size=1024)
 
 The timed region holds exactly what a hand-written loop would: produce the epoch's sample
 order, fetch each batch, forward, backward, step. Per-step losses stay on the device and are
-read once the clock has stopped, so CUDA is not forced to synchronise at every step; the clock
-is read only after ``synchronize``.
+read once the clock has stopped, so CUDA is not forced to synchronise at every step. The epoch
+is timed by the loop's :class:`~parabench.case.clock.Clock` (``sync; t0; epoch; sync; t1``); the
+loop reads no timer of its own.
 
 Batches come one of two ways. With ``num_workers == 0`` and no ``pin_memory`` the tensors
 already live on ``device`` and each batch is an index-select (what a careful hand-written loop
@@ -21,12 +23,12 @@ across epochs, and batches are copied to the device (``non_blocking`` when pinne
 
 Time components (``EpochStats.components``, seconds per epoch): ``data`` (fetching the batch
 and moving it to the device), ``forward`` (model and loss), ``backward``, ``optimizer``
-(zero_grad + step). On CPU these are ``perf_counter`` reads at the step's boundaries (about
-60 ns each, four per step: far below 1 % of any step here). On CUDA they are CUDA events
-recorded on the stream at the same boundaries, read after the epoch's final synchronise, so
-no extra synchronisation enters the timed loop; ``data`` on CUDA is then the GPU-timeline gap
-while the host fetched the batch. Components sum to the epoch time minus the order generation
-and the loop's own bookkeeping.
+(zero_grad + step). On CPU these are host clock reads (:func:`parabench.case.clock.now`) at
+the step's boundaries (about 60 ns each, four per step: far below 1 % of any step here). On
+CUDA they are CUDA events recorded on the stream at the same boundaries, read after the
+epoch's final synchronise, so no extra synchronisation enters the timed loop; ``data`` on
+CUDA is then the GPU-timeline gap while the host fetched the batch. Components sum to the
+epoch time minus the order generation and the loop's own bookkeeping.
 
 Precision: ``fp32`` (default), or ``bf16`` / ``fp16`` autocast around forward and loss
 (``fp16`` with a gradient scaler, CUDA only).
@@ -34,12 +36,12 @@ Precision: ``fp32`` (default), or ``bf16`` / ``fp16`` autocast around forward an
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
+from parabench.case.clock import Clock, now
 from parabench.method import EpochStats
 
 COMPONENTS = ("data", "forward", "backward", "optimizer")
@@ -86,8 +88,8 @@ class _EpochBatches(torch.utils.data.Sampler):
         return (self.order[i : i + bs] for i in range(0, len(self.order), bs))
 
 
-class _Clock:
-    """Marks step boundaries: host ``perf_counter`` on CPU, CUDA events on a GPU."""
+class _Marks:
+    """Marks step boundaries: host clock on CPU, CUDA events on a GPU."""
 
     def __init__(self, device: torch.device, events: list[Any]) -> None:
         self.cuda = device.type == "cuda"
@@ -96,7 +98,7 @@ class _Clock:
 
     def mark(self) -> None:
         if not self.cuda:
-            self.marks.append(time.perf_counter())
+            self.marks.append(now())
             return
         if len(self.marks) == len(self.events):
             self.events.append(torch.cuda.Event(enable_timing=True))
@@ -131,6 +133,7 @@ class TorchLoop:
         precision: str = "fp32",
         num_workers: int = 0,
         pin_memory: bool = False,
+        clock: Clock | None = None,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
@@ -140,6 +143,7 @@ class TorchLoop:
         self.x, self.y = x, y
         self.batch_size, self.device, self.seed = batch_size, device, seed
         self.dtype = PRECISIONS[precision]
+        self.clock = clock or Clock(sync=lambda: synchronize(device))
         enabled = precision == "fp16"
         self.scaler = torch.amp.GradScaler(device.type, enabled=enabled) if enabled else None
         self._events: list[Any] = []
@@ -187,42 +191,40 @@ class TorchLoop:
         # Detached per-step losses, summed after the clock stops: a list append costs no
         # kernel launch, where an on-device running sum would add two ops to every step.
         losses: list[torch.Tensor] = []
-        clock = _Clock(self.device, self._events)
+        marks = _Marks(self.device, self._events)
         opt.zero_grad(set_to_none=True)
-        synchronize(self.device)
-        t0 = time.perf_counter()
-        # Producing the sample order is data loading: it belongs inside the epoch's time.
-        if indices is None:
-            indices = epoch_order(len(self.x), self.seed, epoch)
-        batches = self._batches(indices)
-        while True:
-            clock.mark()
-            batch = next(batches, None)
-            if batch is None:
-                clock.marks.pop()  # the mark of a step that did not happen
-                break
-            xb, yb = batch
-            clock.mark()
-            loss = self._forward(xb, yb)
-            clock.mark()
-            (scaler.scale(loss) if scaler else loss).backward()
-            clock.mark()
-            if scaler:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-            opt.zero_grad(set_to_none=True)
-            clock.mark()
-            losses.append(loss.detach())
-        synchronize(self.device)
-        seconds = time.perf_counter() - t0
-        n = len(indices)
+
+        def run() -> int:
+            # Producing the sample order is data loading: it belongs inside the epoch's time.
+            order = epoch_order(len(self.x), self.seed, epoch) if indices is None else indices
+            batches = self._batches(order)
+            while True:
+                marks.mark()
+                batch = next(batches, None)
+                if batch is None:
+                    marks.marks.pop()  # the mark of a step that did not happen
+                    return len(order)
+                xb, yb = batch
+                marks.mark()
+                loss = self._forward(xb, yb)
+                marks.mark()
+                (scaler.scale(loss) if scaler else loss).backward()
+                marks.mark()
+                if scaler:
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
+                opt.zero_grad(set_to_none=True)
+                marks.mark()
+                losses.append(loss.detach())
+
+        n, seconds = self.clock.time(run)
         return EpochStats(
             seconds=seconds,
             loss=_mean_loss(losses, n, self.batch_size),
             samples=n,
-            components=clock.components(),
+            components=marks.components(),
         )
 
 

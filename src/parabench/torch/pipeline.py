@@ -25,7 +25,8 @@ Semantics, so that the update is serial's on the whole global batch ``B``:
   micro-batch count ``<= microbatches`` that divides it (``gpipe`` if 1F1B's ``m >= stages``
   cannot hold there); stages are built per micro-batch shape because receive buffers are.
 
-Timing per rank (``perf_counter`` on CPU; CUDA events read after the epoch's synchronise):
+Timing per rank (:class:`parabench.case.clock.Spans`: host clock on CPU, CUDA events read
+after the epoch's synchronise):
 ``data`` (index this step's samples and split them), ``forward`` (the stage's
 ``forward_one_chunk`` calls and, on the last stage, the loss), ``backward``
 (``backward_one_chunk``), ``optimizer`` (step + zero_grad), ``communication`` (time blocked in
@@ -39,12 +40,9 @@ folded epoch counts every global sample once.
 from __future__ import annotations
 
 import copy
-import time
-from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from parabench.case.clock import Spans
 from parabench.case.rank import RankContext
 from parabench.config import RunConfig
 from parabench.method import EpochStats
@@ -52,41 +50,6 @@ from parabench.torch.stages import Layout, bubble_for_shares, micro_split
 
 if TYPE_CHECKING:
     import torch
-
-class Spans:
-    """Named time totals: host clock on CPU, CUDA event pairs (read after a sync) on GPU."""
-
-    def __init__(self, cuda: bool) -> None:
-        self.cuda = cuda
-        self.reset()
-
-    def reset(self) -> None:
-        self.totals: dict[str, float] = defaultdict(float)
-        self.events: list[tuple[str, Any, Any]] = []
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        if not self.cuda:
-            t0 = time.perf_counter()
-            try:
-                yield
-            finally:
-                self.totals[name] += time.perf_counter() - t0
-            return
-        import torch
-
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        yield
-        end.record()
-        self.events.append((name, start, end))
-
-    def seconds(self) -> dict[str, float]:
-        out = dict(self.totals)
-        for name, start, end in self.events:
-            out[name] = out.get(name, 0.0) + start.elapsed_time(end) / 1e3
-        return out
-
 
 def _timed_wait(spans: Spans) -> None:
     """Time the schedules' P2P waits (the one helper every wait in them goes through)."""
@@ -120,12 +83,10 @@ class PipelineProgram:
 
     def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any],
                  stages: int) -> None:
-        import torch
-
         from parabench.registry import workloads
-        from parabench.torch.build import flops_per_sample, load_tensors
-        from parabench.torch.data_parallel import global_batch, step_scales
-        from parabench.torch.stages import cut
+        from parabench.torch.build import build_case
+        from parabench.torch.data_parallel import step_scales
+        from parabench.torch.parallelize import cut_stages
 
         self.ctx, self.config = ctx, (cfg := RunConfig.from_dict(config))
         self.workload = workloads.get(workload)
@@ -136,20 +97,20 @@ class PipelineProgram:
         self.first, self.last = self.stage == 0, self.stage == layout.stages - 1
         self.device = device = ctx.torch_device()
         self.pp_group, self.dp_group = _groups(layout, ctx.rank)
-        t = load_tensors(self.workload, cfg, device)
+        # the whole model stays on the CPU: only this rank's stage moves to its device
+        self.case = case = build_case(self.workload, cfg, device, on_host=True)
+        t = case.data
         self.n = len(t.x)
-        self.samples_per_epoch = self.workload.samples_per_epoch(t.data)
+        self.samples_per_epoch = case.samples_per_epoch
         self.x = t.x if self.first else None  # a stage keeps only what it feeds
         self.y = t.y if self.last else None
         self.x_test, self.y_test = t.x_test, t.y_test
-        torch.manual_seed(cfg.seed)
-        self.model = self.workload.build_model(t.data, cfg.seed)  # whole, on the CPU
-        self.flops = flops_per_sample(self.model, self.workload.loss_fn(), t.x, t.y)
-        self.plan = cut(self.workload, self.model, t.x, layout.stages)
+        self.model, self.flops = case.model, case.flops_per_sample
+        self.plan = cut_stages(self.workload, self.model, t.x, layout.stages)
         self.submod = self.plan.modules[self.stage].to(device)
         self.optimizer = self.workload.make_optimizer(self.submod.parameters())
         self.owned = _owned_names(self.model, self.submod)
-        self.batch_size = int(global_batch(self.workload, cfg))
+        self.batch_size = case.batch_size  # explicit or the workload's (``auto`` is refused)
         self.local_batch = self.batch_size // layout.replicas
         # raises when a replica would get no sample in the last step (and skip an all-reduce)
         step_scales(self.n, self.batch_size, 0, layout.replicas)
@@ -159,8 +120,7 @@ class PipelineProgram:
         self.schedules: dict[tuple[int, int], Any] = {}
         self.loss_sums: list[torch.Tensor] = []
         self.notes: dict[str, Any] = {}
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
+        case.reset_peaks()
 
     def _autocast(self) -> Any:
         import contextlib
@@ -296,11 +256,7 @@ class PipelineProgram:
         return dict(self.notes)
 
     def peak_gpu_mb(self) -> float | None:
-        if self.device.type != "cuda":
-            return None
-        import torch
-
-        return torch.cuda.max_memory_allocated(self.device) / 2**20
+        return self.case.peak_gpu_mb()
 
 
 def _groups(layout: Layout, rank: int) -> tuple[Any, Any]:

@@ -1,0 +1,155 @@
+"""Torch sessions that train in the case's own process: ``serial`` and ``model_parallel``.
+
+Usage (the methods' ``session`` returns one)::
+
+    session = SerialTorchSession(workload, config)        # one device
+    session = ModelParallelSession(workload, config)      # stages on cuda:0..k-1 (CPU: one)
+    session.start()                  # build_case: tensors, seeded model, batch, FLOPs, loop
+    stats = session.train_epoch(0)   # TorchLoop's epoch, timed by the harness's clock
+
+Both are :class:`LocalTorchSession`: the case comes from
+:func:`parabench.torch.build.build_case`, training is the shared
+:class:`~parabench.torch.loop.TorchLoop`. Model parallelism is a placement applied from outside
+the model (:func:`parabench.torch.parallelize.place_stages`).
+
+Timing: the lifecycle's :class:`~parabench.case.clock.Clock` (``session.clock``) synchronises
+through :meth:`LocalTorchSession.synchronize`, i.e. every device of the case (model parallel:
+every stage's, not only the first). ``serial`` hands that clock to its loop; ``model_parallel``
+times its loop call with it. The sessions read no timer themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from parabench.config import RunConfig
+from parabench.method import EpochStats, Session
+from parabench.workload import TorchWorkload
+
+if TYPE_CHECKING:
+    import torch
+
+    from parabench.case.clock import Clock
+    from parabench.torch.build import TorchCase, TorchData
+
+DEFAULT_STAGES = 2
+
+
+class LocalTorchSession(Session):
+    """A torch case built and trained in this process."""
+
+    workload: TorchWorkload
+
+    def build(self) -> TorchCase:
+        from parabench.torch.build import build_case, torch_device
+
+        return build_case(self.workload, self.config, torch_device(self.config),
+                          threads=self.threads_per_worker)
+
+    def start(self) -> None:
+        self.case = case = self.build()
+        self.device = case.devices[0]
+        self.notes.update(case.notes)
+        self.samples_per_epoch = case.samples_per_epoch
+        self.x_test, self.y_test = case.data.x_test, case.data.y_test
+        self.batch_size, self.flops_per_sample = case.batch_size, case.flops_per_sample
+        case.reset_peaks()
+        self.loop = case.loop(case.placed, self.batch_size, clock=self.loop_clock())
+
+    def loop_clock(self) -> Clock | None:
+        """Who times the loop's epochs: the harness's clock."""
+        return self.clock
+
+    def synchronize(self) -> None:
+        """Wait for queued work on every device of the case (the clock's sync; no-op on CPU).
+
+        Before ``start`` there is no case and nothing queued: torch is not even imported here,
+        so its import stays inside the timed start-up as before.
+        """
+        case: TorchCase | None = getattr(self, "case", None)
+        if case is not None:
+            from parabench.torch.loop import synchronize
+
+            for device in case.devices:
+                synchronize(device)
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        return self.loop.train_epoch(epoch)  # timed by the harness's clock, in the loop
+
+    def evaluate(self) -> float:
+        from parabench.torch.loop import predict
+
+        outputs = predict(self.loop.model, self.x_test).to(self.y_test.device)
+        self.peak_gpu_mb()  # per-device peaks into notes while the result still reads them
+        return self.workload.score(outputs, self.y_test)
+
+    def peak_gpu_mb(self) -> float | None:
+        return self.case.peak_gpu_mb()
+
+
+class SerialTorchSession(LocalTorchSession):
+    """``serial`` on a torch workload: one process, one device."""
+
+
+def stage_devices(config: RunConfig) -> list[str]:
+    stages = config.option("stages", DEFAULT_STAGES)
+    if config.device == "cuda":
+        return [f"cuda:{i}" for i in range(stages)]
+    return ["cpu"] * stages
+
+
+class ModelParallelSession(LocalTorchSession):
+    """The model cut into FLOP-balanced stages, stage ``i`` on ``cuda:i``, in one process."""
+
+    def build(self) -> TorchCase:
+        import torch
+
+        from parabench.torch.build import build_case
+        from parabench.torch.parallelize import cut_stages, place_stages
+
+        self.names = names = stage_devices(self.config)
+        self.devices = [torch.device(d) for d in dict.fromkeys(names)]
+
+        def place(model: torch.nn.Module, data: TorchData) -> torch.nn.Module:
+            self.plan = cut_stages(self.workload, model, data.x, len(names))
+            return place_stages(self.plan.modules, names)
+
+        # the whole model stays on the host: its stages move to their devices when placed
+        return build_case(self.workload, self.config, self.devices[0], on_host=True,
+                          place=place, devices=self.devices, threads=self.threads_per_worker)
+
+    def start(self) -> None:
+        from parabench.torch.parallelize import TargetsToOutput
+
+        super().start()
+        self.loop.loss_fn = TargetsToOutput(self.loop.loss_fn)
+        self.notes.update(self.plan.notes())
+        self.notes["devices"] = self.names
+        self.notes["stages"] = len(self.names)
+        if self.config.device == "cpu":
+            self.notes["model_parallel_note"] = (
+                f"CPU: all {len(self.names)} stages run on the one CPU device (same code "
+                f"path; activations do not move)")
+
+    def loop_clock(self) -> Clock | None:
+        return None  # the loop's own (first device); the epoch is timed around it, below
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        # the whole loop call, ended by the clock's synchronise of every stage's device
+        stats, seconds = self.clock.time(lambda: self.loop.train_epoch(epoch))
+        return dataclasses.replace(stats, seconds=seconds)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The workload model's weights (the stages share them) on the CPU."""
+        return {k: v.detach().cpu().clone() for k, v in self.case.model.state_dict().items()}
+
+    def peak_gpu_mb(self) -> float | None:
+        """The largest per-device CUDA peak (all of them in ``notes``)."""
+        import torch
+
+        if self.config.device != "cuda":
+            return None
+        self.notes["peak_gpu_mb_per_device"] = [
+            torch.cuda.max_memory_allocated(d) / 2**20 for d in self.devices]
+        return self.case.peak_gpu_mb()

@@ -1,0 +1,152 @@
+"""Parallelizers applied from outside the model (as torchtitan's ``parallelize.py``).
+
+Usage::
+
+    ddp, comm = apply_ddp(model, device)          # DDP with a timed all-reduce hook
+    comm.reset(); ...train...; comm.seconds()     # communication seconds of that epoch
+    sharded = apply_fsdp(model)                   # FSDP2: every parameter-owning child a unit
+    plan = cut_stages(workload, model, x, 2)      # FLOP-balanced stages (see torch.stages)
+    staged = place_stages(plan.modules, ["cuda:0", "cuda:1"])   # model parallel in one process
+
+The model is the workload's own ``nn.Module``; nothing here changes its mathematics. DDP's
+hook is the default all-reduce (divide by world size, all-reduce) with its in-flight interval
+recorded: ``communication`` is the wall time during which **at least one** gradient-bucket
+all-reduce was in flight (the union over a step's buckets, so concurrent buckets are not
+double counted), from the hook launching it to its future completing. DDP launches a bucket as
+soon as its gradients are ready, so most of it **overlaps backward**: the exposed part is at
+most this and lies inside ``backward``. On CPU the interval ends are host clock reads
+(:func:`parabench.case.clock.now`; the end is read in the future's callback, on gloo's thread);
+on CUDA they are CUDA events on the stream, read after the epoch's final synchronise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from parabench.case.clock import now
+from parabench.torch.stages import cut as cut_stages
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["CommTimer", "apply_ddp", "apply_fsdp", "cut_stages", "place_stages",
+           "shard_units", "union_length", "TargetsToOutput"]
+
+
+class CommTimer:
+    """State of the timing hook: the in-flight intervals of one epoch's all-reduces."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.spans: list[tuple[Any, Any]] = []
+        self._ref: Any = None
+
+    def reset(self) -> None:
+        self.spans = []
+        if self.cuda:
+            import torch
+
+            self._ref = torch.cuda.Event(enable_timing=True)
+            self._ref.record()
+
+    def now(self) -> Any:
+        if not self.cuda:
+            return now()
+        import torch
+
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self) -> float:
+        """Length of the union of the recorded intervals (call after the device sync)."""
+        if self.cuda:
+            spans = [(self._ref.elapsed_time(a) / 1e3, self._ref.elapsed_time(b) / 1e3)
+                     for a, b in self.spans]
+        else:
+            spans = list(self.spans)
+        return union_length(spans)
+
+
+def union_length(spans: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+# No annotations on ``bucket`` / the return: DDP checks them against the real classes, and
+# postponed (string) annotations would fail that check.
+def timed_allreduce_hook(state: CommTimer, bucket):  # noqa: ANN001, ANN201
+    """DDP's default all-reduce (divide by world, all-reduce), with its interval recorded."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    start = state.now()
+    fut = default_hooks.allreduce_hook(None, bucket)
+
+    def done(f: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
+        state.spans.append((start, state.now()))
+        return f.value()
+
+    return fut.then(done)
+
+
+def apply_ddp(model: torch.nn.Module, device: torch.device,
+              **options: Any) -> tuple[torch.nn.Module, CommTimer]:
+    """``DistributedDataParallel(model, **options)`` and the timer of its all-reduces."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    cuda = device.type == "cuda"
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if cuda else None, **options)
+    comm = CommTimer(cuda)
+    ddp.register_comm_hook(comm, timed_allreduce_hook)
+    return ddp, comm
+
+
+def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Top-level children that own parameters: the FSDP units below the root."""
+    return [m for m in model.children() if any(True for _ in m.parameters())]
+
+
+def apply_fsdp(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2: each parameter-owning top-level child its own unit, the root takes the rest."""
+    from torch.distributed.fsdp import fully_shard
+
+    for unit in shard_units(model):
+        fully_shard(unit)
+    return fully_shard(model)
+
+
+def place_stages(parts: list[Any], devices: list[str]) -> torch.nn.Module:
+    """The stages as one module whose forward carries the activation across devices."""
+    import torch
+    from torch import nn
+
+    class Staged(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stages = nn.ModuleList(parts)
+            self.devices = [torch.device(d) for d in devices]
+            for stage, device in zip(self.stages, self.devices, strict=True):
+                stage.to(device)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for stage, device in zip(self.stages, self.devices, strict=True):
+                x = stage(x.to(device, non_blocking=True))  # a no-op on the same device
+            return x
+
+    return Staged()
+
+
+class TargetsToOutput:
+    """The workload's loss with the targets moved to the output's (the last stage's) device."""
+
+    def __init__(self, loss_fn: Callable[[Any, Any], Any]) -> None:
+        self.loss_fn = loss_fn
+
+    def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return self.loss_fn(out, target.to(out.device, non_blocking=True))

@@ -1,0 +1,118 @@
+"""The staged family: ``pipeline`` and ``hybrid`` share this session and these checks.
+
+Usage (a staged method is a name and its stage count)::
+
+    @methods.register
+    class MyStaged(StagedMethod):
+        name = "my_staged"
+
+        def stages_for(self, config):      # the stage count, or why the workers do not fit
+            return config.workers
+
+    session = PipelineSession(workload, config, stages=2)   # ranks: parabench.torch.pipeline
+
+The rank program is :class:`parabench.torch.pipeline.PipelineProgram`; the session folds its
+ranks' epochs with ``idle`` the mean over stages (the measured bubble, in ``notes``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+from parabench import hardware
+from parabench.config import RunConfig
+from parabench.method import EpochStats, Method, Session
+from parabench.torch.pipeline import PipelineProgram
+from parabench.torch.session import DistributedTorchSession, fold_epochs
+from parabench.workload import TorchWorkload, Workload
+
+
+class PipelineSession(DistributedTorchSession):
+    program: ClassVar[str | type] = PipelineProgram
+
+    def __init__(self, workload: Workload, config: RunConfig, stages: int) -> None:
+        super().__init__(workload, config)
+        self.stages = stages
+
+    def program_args(self) -> dict[str, Any]:
+        return {**super().program_args(), "stages": self.stages}
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        per_rank: list[EpochStats] = self.pool.call("train_epoch", epoch=epoch)
+        return fold_stage_epochs(per_rank, self.notes)
+
+    def evaluate(self) -> float:
+        value = super().evaluate()
+        for notes in self.pool.call("extra_notes"):
+            self.notes.update(notes)
+        return value
+
+
+def fold_stage_epochs(per_rank: list[EpochStats], notes: dict[str, Any]) -> EpochStats:
+    """:func:`fold_epochs`, with ``idle`` the mean over ranks and the bubble in ``notes``."""
+    folded = fold_epochs(per_rank)
+    idle = statistics.fmean(s.components["idle"] for s in per_rank)
+    notes.setdefault("bubble_fraction", []).append(round(idle / folded.seconds, 4))
+    notes["idle_fraction_per_rank"] = [round(s.components["idle"] / s.seconds, 4)
+                                       for s in per_rank]
+    return dataclasses.replace(folded, components={**folded.components, "idle": idle})
+
+
+class StagedMethod(Method):
+    """Shared checks of the methods built on :mod:`parabench.torch.pipeline`."""
+
+    devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
+    families: ClassVar[frozenset[str]] = frozenset({"torch"})
+    parity: ClassVar[str] = "exact"
+    # micro-batches are sliced from tensors: no DataLoader knobs (num_workers, pin_memory)
+    options: ClassVar[frozenset[str]] = frozenset(
+        {"precision", "stages", "microbatches", "schedule"}
+    )
+
+    @abstractmethod
+    def stages_for(self, config: RunConfig) -> int | str:
+        """The stage count of this case, or why the worker count does not fit."""
+
+    def check(self, workload: Workload, config: RunConfig) -> str | None:
+        from parabench.torch.data_parallel import global_batch
+        from parabench.torch.stages import DEFAULT_MICROBATCHES, sequential_reason
+
+        if (reason := super().check(workload, config)) is not None:
+            return reason
+        stages = self.stages_for(config)
+        if isinstance(stages, str):
+            return stages
+        if config.device == "cuda" and config.workers > (gpus := hardware.cuda_device_count()):
+            return f"{self.name} uses one GPU per rank: {config.workers} asked, {gpus} here"
+        if (reason := _unsupported(config)) is not None:
+            return f"{self.name}: {reason}"
+        assert isinstance(workload, TorchWorkload)
+        if (reason := sequential_reason(workload, stages)) is not None:
+            return reason
+        replicas = config.workers // stages
+        micro = config.option("microbatches", DEFAULT_MICROBATCHES)
+        total = int(global_batch(workload, config))
+        if total % (replicas * micro):
+            return (f"global batch {total} does not split into {replicas} replica(s) x "
+                    f"{micro} equal micro-batches")
+        if config.option("schedule") == "1f1b" and micro < stages:
+            return f"1f1b needs at least as many micro-batches as stages ({micro} < {stages})"
+        return None
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        stages = self.stages_for(config)
+        assert isinstance(stages, int), stages
+        return PipelineSession(workload, config, stages)
+
+
+def _unsupported(config: RunConfig) -> str | None:
+    if config.batch_size == "auto":
+        return "--batch-size auto is not supported (stages would have to agree on a probe)"
+    if config.option("num_workers", 0) or config.option("pin_memory", False):
+        return "DataLoader knobs are not supported (micro-batches are sliced from tensors)"
+    if config.option("precision") == "fp16":
+        return "fp16 needs a gradient scaler across stages; use --precision bf16"
+    return None
