@@ -156,7 +156,11 @@ def plan(grid: Grid) -> list[Case]:
 
 @dataclass(frozen=True, kw_only=True)
 class BenchCase:
-    """A benchmark case: profile-free, so the fixture or asv picks the profile at run time."""
+    """A benchmark case: profile-free, so the fixture or asv picks the profile at run time.
+
+    Its four fields are asv's parameters (``workload``, ``method``, ``device``, ``workers``),
+    in that order, and make its pytest id.
+    """
 
     workload: str
     method: str
