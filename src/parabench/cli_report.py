@@ -21,15 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from parabench.config import ConfigError
 from parabench.sweep.result import Result, read_results
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def _usage_error(message: str) -> Exception:
-    from parabench.cli import UsageError
-
-    return UsageError(message)
+    # a ConfigError is a usage error to the CLI (one stderr line, exit 2); importing cli's
+    # UsageError here would make cli and cli_report import each other
+    return ConfigError(message)
 
 
 def add_report_commands(sub: argparse._SubParsersAction) -> None:

@@ -17,13 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
-from parabench.workload import Dataset, TorchWorkload
-from parabench.workloads.synthetic import (
-    check_images,
-    class_images,
-    image_tensors,
-    image_train_size,
-)
+from parabench.workload import Dataset
+from parabench.workloads.images import ImageClassifierWorkload
+from parabench.workloads.synthetic import check_images
 
 if TYPE_CHECKING:
     import torch
@@ -39,34 +35,15 @@ SIZES: dict[str, tuple[int, int, float, float]] = {
 
 
 @workloads.register
-class DenseNet121(TorchWorkload):
+class DenseNet121(ImageClassifierWorkload):
     name: ClassVar[str] = "densenet121"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.974
-    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
+    sizes: ClassVar[dict[str, tuple[int, int, float, float]]] = SIZES
     description: ClassVar[str] = "torchvision densenet121, 3xHxW (H 32/64/224), 10 classes"
-    requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
-    lr: ClassVar[float] = 0.02
-
-    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
-        n, side, noise, separation = SIZES[profile]
-        if data_dir is None:
-            return class_images(
-                n=n, classes=10, channels=3, size=side, seed=seed, noise=noise,
-                separation=separation,
-            )
-        from parabench.workloads.datasets import load_image_folder
-
-        return load_image_folder(data_dir, size=side, seed=seed)
 
     def default_batch_size(self, profile: str) -> int | None:
         return 16 if profile == "tiny" else 32  # tiny: enough steps to learn in one epoch
-
-    def train_size(self, profile: str) -> int | None:
-        return image_train_size(SIZES[profile][0])
-
-    def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
-        return image_tensors(data)
 
     def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
         import torch

@@ -23,13 +23,9 @@ import os
 from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
-from parabench.workload import Dataset, TorchWorkload
-from parabench.workloads.synthetic import (
-    check_images,
-    class_images,
-    image_tensors,
-    image_train_size,
-)
+from parabench.workload import Dataset
+from parabench.workloads.images import ImageClassifierWorkload
+from parabench.workloads.synthetic import check_images
 
 if TYPE_CHECKING:
     import torch
@@ -45,30 +41,23 @@ SIZES: dict[str, tuple[int, int, float, float]] = {
 
 
 @workloads.register
-class VGG11(TorchWorkload):
+class VGG11(ImageClassifierWorkload):
     name: ClassVar[str] = "vgg11"
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.859
-    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
+    sizes: ClassVar[dict[str, tuple[int, int, float, float]]] = SIZES
     description: ClassVar[str] = "torchvision vgg11_bn, 3x32x32 (224 at full), 10 classes"
-    requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
-    lr: ClassVar[float] = 0.02
 
-    def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
-        n, side, noise, separation = SIZES[profile]
-        if data_dir is None:
-            return class_images(
-                n=n, classes=10, channels=3, size=side, seed=seed, noise=noise,
-                separation=separation,
-            )
-        from parabench.workloads.datasets import DatasetError, load_cifar10, load_image_folder
+    def load_local(self, data_dir: str, side: int, seed: int) -> Dataset:
+        """CIFAR-10's python batches, or an image folder resized to ``side``."""
+        from parabench.workloads.datasets import DatasetError, load_cifar10
 
         root = os.path.expanduser(data_dir)
         cifar = ("cifar-10-batches-py", "data_batch_1")
         if any(os.path.exists(os.path.join(root, name)) for name in cifar):
             return load_cifar10(root)
         try:
-            return load_image_folder(root, size=side, seed=seed)
+            return super().load_local(root, side, seed)
         except DatasetError as e:  # say that CIFAR-10 would have done as well
             raise DatasetError(
                 f"{e}; or CIFAR-10 python batches in {os.path.join(root, cifar[0])}"
@@ -76,12 +65,6 @@ class VGG11(TorchWorkload):
 
     def default_batch_size(self, profile: str) -> int | None:
         return 16 if profile == "tiny" else 64  # tiny: enough steps to learn in one epoch
-
-    def train_size(self, profile: str) -> int | None:
-        return image_train_size(SIZES[profile][0])
-
-    def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
-        return image_tensors(data)
 
     def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
         import torch
