@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from parabench.config import RunConfig
 from parabench.case.pool import WorkerPool
+from parabench.config import RunConfig
 from parabench.registry import methods, workloads
 from parabench.torch.loop import TorchLoop
 

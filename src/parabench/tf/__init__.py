@@ -10,6 +10,7 @@ Usage::
   loop every ``tf_*`` method runs in its worker processes (a rank program of
   :class:`~parabench.case.pool.WorkerPool` with ``backend="none"``).
 
-The methods themselves are in :mod:`parabench.methods.tf_data_parallel`. Nothing here imports
+The session and method base are in :mod:`parabench.tf.session`; the methods are declared in
+:mod:`parabench.methods.tf_data_parallel`. Nothing here imports
 TensorFlow at module level.
 """
