@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from parabench.sweep.result import QualityValue, Result, append_result
+from parabench.case.result import QualityValue, Result, append_result
 
 SAMPLES = 6000
 SERIAL_S = 10.0

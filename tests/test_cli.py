@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from parabench.sweep.result import read_results
+from parabench.case.result import read_results
 
 pytestmark = pytest.mark.cpu
 

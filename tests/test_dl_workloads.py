@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from parabench.case.execute import execute
+from parabench.case.result import Result
 from parabench.config import ConfigError, RunConfig
 from parabench.registry import workloads
-from parabench.sweep.result import Result
 from parabench.workload import Dataset
 
 pytestmark = pytest.mark.torch

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from parabench.sweep.result import Result, read_results
+from parabench.case.result import Result, read_results
 
 pytestmark = pytest.mark.cpu
 
@@ -242,7 +242,7 @@ def test_resume_survives_torn_garbage_foreign_and_nan_lines_and_runs_each_case_o
 
 
 def test_a_non_finite_number_is_written_as_valid_json_with_the_reason(tmp_path: Path) -> None:
-    from parabench.sweep.result import append_result
+    from parabench.case.result import append_result
 
     result = Result(workload="mlp", method="serial", device="cpu", workers=1,
                     threads_per_worker=1, batch_size=64, epochs=2, profile="tiny", seed=0,

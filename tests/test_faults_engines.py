@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from casewatch import kill_engine_process, watch_run
+from parabench.case.result import read_results
 from parabench.registry import methods
-from parabench.sweep.result import read_results
 
 pytestmark = [pytest.mark.cpu, pytest.mark.slow]
 

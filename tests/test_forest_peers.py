@@ -23,11 +23,11 @@ import pytest
 from parabench import hardware
 from parabench.case.execute import execute
 from parabench.case.lifecycle import StartedCase
+from parabench.case.result import read_results
 from parabench.config import RunConfig
 from parabench.forest import peers as forest_peers
 from parabench.registry import methods, workloads
 from parabench.sweep.parity import assess
-from parabench.sweep.result import read_results
 
 PEERS = [pytest.param("xgboost", marks=pytest.mark.xgboost),
          pytest.param("lightgbm", marks=pytest.mark.lightgbm)]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from parabench.case.result import QualityValue, Result, read_results
 from parabench.sweep.parity import EXACT_TOLERANCE, assess
 from parabench.sweep.report import format_table, summarize
-from parabench.sweep.result import QualityValue, Result, read_results
 
 
 def _result(method: str, quality: float, *, higher: bool = True, device: str = "cpu",

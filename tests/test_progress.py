@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from parabench.case.result import Result
 from parabench.sweep.progress import Progress
-from parabench.sweep.result import Result
 
 pytestmark = pytest.mark.cpu
 

@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
+from parabench.case.result import QualityValue, Result
 from parabench.sweep.recommend import describe, recommend
-from parabench.sweep.result import QualityValue, Result
 from parabench.sweep.stats import amdahl_fit, can_be_significant, ratio_ci
 
 pytestmark = pytest.mark.cpu

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from parabench.sweep.result import SCHEMA, QualityValue, Result, append_result, read_results
+from parabench.case.result import SCHEMA, QualityValue, Result, append_result, read_results
 
 pytestmark = pytest.mark.cpu
 

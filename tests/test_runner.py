@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from parabench.case.result import read_results
 from parabench.sweep.plan import Grid, plan
-from parabench.sweep.result import read_results
 from parabench.sweep.run import run_grid
 
 pytestmark = pytest.mark.cpu

@@ -58,7 +58,7 @@ def test_tf_multiworker_exposes_only_tensorflows_grpc_ports_and_the_result_says_
 ) -> None:
     """TensorFlow hard-codes 0.0.0.0 for its gRPC servers: the one documented exception. Any
     other non-loopback listener of the case, or a result that does not name the ports, fails."""
-    from parabench.sweep.result import read_results
+    from parabench.case.result import read_results
 
     _require("tf_multiworker")
     out = tmp_path / "r.jsonl"

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from parabench.case import execute as execute_mod
+from parabench.case.result import Result
 from parabench.case.target import TargetTracker, default_target, reached, resolve_target
 from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.registry import workloads
 from parabench.sweep.report import format_table, summarize
-from parabench.sweep.result import Result
 from parabench.sweep.run import Grid, plan
 from parabench.workload import Dataset, Quality, Workload
 

@@ -277,11 +277,11 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from parabench.case.result import FAILED_STATUSES
     from parabench.engines.probe import check_external_engines
     from parabench.sweep import preflight
     from parabench.sweep.plan import Grid, plan
     from parabench.sweep.report import format_table, summarize
-    from parabench.sweep.result import FAILED_STATUSES
     from parabench.sweep.run import run_grid
 
     preflight.check_timeout(args.timeout)

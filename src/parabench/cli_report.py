@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from parabench.case.result import Result, read_results
 from parabench.config import ConfigError
-from parabench.sweep.result import Result, read_results
 
 EXIT_OK, EXIT_FAILED = 0, 1
 

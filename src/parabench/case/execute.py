@@ -10,7 +10,7 @@ result keeps everything measured before the failure (start-up, finished epochs).
 
 The case runs through its one lifecycle (:class:`~parabench.case.lifecycle.CaseLifecycle`:
 start, epochs, evaluate, close); this module turns what it measured into a
-:class:`~parabench.sweep.result.Result`. Around each epoch the lifecycle reads the energy
+:class:`~parabench.case.result.Result`. Around each epoch the lifecycle reads the energy
 counters (:mod:`parabench.case.energy`), outside the epoch clock. With
 ``config.target_quality`` set, each epoch is followed by a held-out evaluation, also off that
 clock, and training stops once the target is reached (:mod:`parabench.case.target`). Under
@@ -33,11 +33,11 @@ from parabench.case.energy import EnergyMeter, open_meter
 from parabench.case.launcher import POOL, Launcher
 from parabench.case.lifecycle import CaseLifecycle
 from parabench.case.measure import self_max_rss_mb
+from parabench.case.result import QualityValue, Result
 from parabench.case.target import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Session
 from parabench.registry import methods, workloads
-from parabench.sweep.result import QualityValue, Result
 
 
 def is_oom(exc: BaseException) -> bool:

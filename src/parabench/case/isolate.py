@@ -32,10 +32,10 @@ import psutil
 from parabench.case.clock import now
 from parabench.case.execute import skipped
 from parabench.case.measure import TreeSampler
+from parabench.case.result import Result
 from parabench.case.target import salvage
 from parabench.config import RunConfig
 from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
-from parabench.sweep.result import Result
 
 _EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ ([0-9.]+)s loss ([-0-9.eE+naninf]+)$")
 

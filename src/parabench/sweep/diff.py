@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from parabench.case.result import FAILED_STATUSES, Result
 from parabench.sweep.recommend import group_key
-from parabench.sweep.result import FAILED_STATUSES, Result
 from parabench.sweep.stats import ALPHA, mann_whitney_p, ratio_ci, throughput_samples
 
 

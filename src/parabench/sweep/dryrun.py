@@ -15,7 +15,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
-from parabench.sweep.result import Result
+from parabench.case.result import Result
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}

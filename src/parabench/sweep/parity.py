@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from parabench.case.result import Result
 from parabench.registry import methods, workloads
 from parabench.sweep.compare import (  # the tolerances live with the arithmetic; named here too
     EXACT_TOLERANCE,
@@ -49,7 +50,6 @@ from parabench.sweep.compare import (  # the tolerances live with the arithmetic
     parity_tolerance,
     quality_gap,
 )
-from parabench.sweep.result import Result
 
 __all__ = ["EXACT_TOLERANCE", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR", "assess",
            "baseline_for", "tolerance"]

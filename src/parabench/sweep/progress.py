@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from parabench.sweep.result import Result
+from parabench.case.result import Result
 
 
 def _clock(seconds: float) -> str:

@@ -22,8 +22,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from parabench.case.result import Result
 from parabench.sweep.compare import baseline_of, is_baseline, throughput_speedup
-from parabench.sweep.result import Result
 from parabench.sweep.stats import (
     ALPHA,
     Samples,

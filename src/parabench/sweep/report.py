@@ -26,9 +26,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from parabench.case.result import Result
 from parabench.sweep.compare import baseline_of, is_baseline, speedup
 from parabench.sweep.recommend import data_options, group_key, recommend
-from parabench.sweep.result import Result
 
 #: the reason Method.check gives for a workload the method cannot train at all
 UNSUPPORTED_MARK = " does not support workload "

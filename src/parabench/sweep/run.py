@@ -19,12 +19,12 @@ from pathlib import Path
 
 from parabench.case.execute import skipped
 from parabench.case.isolate import run_isolated
+from parabench.case.result import Result, append_result, read_results
 from parabench.case.tempdirs import runner_tempdir
 from parabench.sweep.compare import is_baseline
 from parabench.sweep.parity import assess
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
-from parabench.sweep.result import Result, append_result, read_results
 
 __all__ = ["Case", "Grid", "plan", "run_grid"]  # the planner's names, where callers knew them
 

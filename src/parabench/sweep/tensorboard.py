@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from parabench.sweep.result import Result
+from parabench.case.result import Result
 
 
 def _modules() -> tuple[Any, Any, Any]:

@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
                           or _torch_default_threads())
     from parabench.case.execute import execute
-    from parabench.sweep.result import append_result
+    from parabench.case.result import append_result
 
     rank = int(os.environ["RANK"])
     t0 = now()

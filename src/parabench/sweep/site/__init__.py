@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from parabench.sweep.result import Result
+from parabench.case.result import Result
 
 
 @dataclass(frozen=True, kw_only=True)

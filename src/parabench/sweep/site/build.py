@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parabench.case.result import Result
 from parabench.sweep.compare import is_baseline, throughput_speedup
 from parabench.sweep.recommend import (
     Candidate,
@@ -27,7 +28,6 @@ from parabench.sweep.recommend import (
     recommend,
 )
 from parabench.sweep.report import Row, format_table, not_applicable, summarize
-from parabench.sweep.result import Result
 from parabench.sweep.stats import amdahl_fit
 
 SAMPLES_NOTE = (

@@ -21,9 +21,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from parabench.case.result import Result
 from parabench.sweep.compare import is_baseline, throughput_speedup
 from parabench.sweep.recommend import Candidate, baseline_for
-from parabench.sweep.result import Result
 from parabench.sweep.stats import amdahl_fit
 
 COMPONENT_ORDER = ("data", "forward", "backward", "optimizer", "communication", "idle")
