@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from parabench.sweep.result import Result
+from parabench.case.result import Result
 
 ALPHA = 0.05
 BOOTSTRAP_ROUNDS = 2000
