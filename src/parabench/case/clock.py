@@ -99,10 +99,6 @@ class Spans:
         self.totals: dict[str, float] = defaultdict(float)
         self.events: list[tuple[str, Any, Any]] = []
 
-    def add(self, name: str, seconds: float) -> None:
-        """Add a host-measured interval (e.g. one read in a communication callback)."""
-        self.totals[name] += seconds
-
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         if not self.cuda:

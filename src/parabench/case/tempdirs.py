@@ -2,7 +2,7 @@
 
 Usage::
 
-    with runner_tempdir() as tmp:      # /tmp/parabench-run-<pid>-XXXX
+    with runner_tempdir() as tmp:      # /tmp/parabench-run-<pid>-<random suffix>
         ...                             # gone afterwards, on return, exception or signal
 
 A runner killed by SIGKILL cannot clean up, so each new runner first removes the
