@@ -78,6 +78,13 @@ class Result:
     #: comparison with the serial baseline (see parabench.sweep.parity): status ok / failed /
     #: not-applicable, gap, tolerance, baseline
     parity: dict[str, Any] | None = None
+    #: exact parity's evidence (see parabench.sweep.trajectory): the per-step training loss
+    #: of the first ``steps`` steps and a weight digest after them, from serial's initial
+    #: weights and data order
+    trace: dict[str, Any] | None = None
+    #: the machine around the case (see parabench.case.measure): load average and other
+    #: processes' CPU share before/after, thread settings (OMP_WAIT_POLICY, ...), ``busy``
+    machine: dict[str, Any] = field(default_factory=dict)
     #: the RunConfig as requested (top-level fields hold what actually ran)
     config: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)

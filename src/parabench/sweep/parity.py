@@ -50,6 +50,7 @@ from parabench.sweep.compare import (  # the tolerances live with the arithmetic
     parity_tolerance,
     quality_gap,
 )
+from parabench.sweep.trajectory import compare_traces
 
 __all__ = ["EXACT_TOLERANCE", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR", "assess",
            "baseline_for", "tolerance"]
@@ -103,11 +104,35 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
     better_high = result.quality.higher_is_better
     gap = quality_gap(q, q0, better_high)
     tol = tolerance(kind, result.workload, result.profile, q0, better_high)
-    return {
+    out = {
         "status": "ok" if parity_holds(gap, tol) else "failed",
         "kind": kind,
+        "basis": "quality",
         "gap": gap,
         "tolerance": tol,
         "baseline": f"{base.method}/{base.device}",
         "baseline_quality": q0,
     }
+    evidence = exact_evidence(result, base) if kind == "exact" else None
+    if evidence is not None:  # exact: the trajectory or the predictions decide, not accuracy
+        out.update(evidence, tolerance=evidence.get("tolerance", 0.0),
+                   status="ok" if evidence.pop("ok") else "failed")
+    return out
+
+
+def exact_evidence(result: Result, base: Result) -> dict[str, Any] | None:
+    """Exact parity's proof, two-sided (None when either side recorded none).
+
+    Torch methods: the first steps' losses and the weights after them against serial's
+    (:mod:`parabench.sweep.trajectory`). Seed-exact forests: the held-out predictions digest
+    must be serial's and the quality gap exactly 0.
+    """
+    if result.trace and base.trace:
+        return compare_traces(result.trace, base.trace)
+    mine, theirs = result.extra.get("predictions_sha"), base.extra.get("predictions_sha")
+    if mine and theirs:
+        assert result.quality is not None and base.quality is not None
+        same = mine == theirs and result.quality.value == base.quality.value
+        return {"ok": same, "basis": "predictions", "identical": mine == theirs,
+                "predictions_sha": mine, "baseline_predictions_sha": theirs}
+    return None

@@ -1,0 +1,98 @@
+"""Exact parity from the training trajectory: the same losses step by step, the same weights.
+
+Usage::
+
+    verdict = compare_traces(result.trace, serial.trace)
+    verdict["ok"], verdict["loss_rel_max"], verdict["weight_rel_l2"], verdict["tolerance"]
+
+A method whose ``parity`` is "exact" computes serial's mathematics, so from serial's initial
+weights and serial's global data order its first steps must give serial's losses, and its
+weights after them serial's weights, up to float reduction order. Final held-out accuracy
+cannot tell: a DDP that sums gradients instead of averaging them only doubles the learning
+rate and often reaches the same accuracy. The trajectory tells at once.
+
+A trace (``Result.trace``), recorded by the case in its first steps::
+
+    {"steps": K,                           # steps traced (K = TRACE_STEPS, or fewer)
+     "losses": [l_1, ..., l_K],            # each step's mean training loss (global batch)
+     "digest": {param: {"sum": s, "norm": n, "proj": [p_1, ..., p_P]}}}   # after step K
+
+``proj`` are dot products of the parameter (float64) with ``P`` fixed pseudo-random unit-
+variance vectors seeded by the parameter's name, so ``|proj - proj_serial| / |proj_serial|``
+estimates the relative L2 difference of the weights themselves (Johnson-Lindenstrauss),
+without storing them.
+
+Verdict (two-sided): the largest relative loss difference over the K steps and the largest
+relative weight difference over parameters must each be within their tolerance
+(:data:`LOSS_RTOL`, :data:`WEIGHT_RTOL`), which are derived from the drift reduction order
+alone causes (see their comments).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: how many steps a case traces (fewer when an epoch has fewer)
+TRACE_STEPS = 20
+
+#: relative weight difference accepted as reduction-order drift. Measured with
+#: ``python scripts/weight_drift.py --ranks`` (tests/weight_parity.py states the table): the
+#: worst drift of any exact method's real ranks or of serial with the batch summed in chunks
+#: was 3.6e-5 (cnn, hybrid 2x2), while a 1e-3 gradient error already moves weights by 6.3e-3.
+WEIGHT_RTOL = 4e-4
+#: relative per-step loss difference accepted as drift (same yardstick as the weights)
+LOSS_RTOL = 4e-4
+
+
+def rel_diff(values: list[float], reference: list[float]) -> float:
+    """``|values - reference| / |reference|`` (L2); the absolute difference when it is 0."""
+    diff = math.sqrt(sum((a - b) ** 2 for a, b in zip(values, reference, strict=True)))
+    scale = math.sqrt(sum(b * b for b in reference))
+    return diff / scale if scale > 0 else diff
+
+
+def loss_rel_max(losses: list[float], reference: list[float]) -> float:
+    """The largest relative difference of step losses (over the common steps)."""
+    worst = 0.0
+    for a, b in zip(losses, reference, strict=False):
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return math.inf
+        worst = max(worst, abs(a - b) / abs(b) if b else abs(a - b))
+    return worst
+
+
+def weight_rel_l2(digest: dict[str, Any], reference: dict[str, Any]) -> tuple[float, str]:
+    """(the largest estimated relative L2 weight difference, the parameter it is in)."""
+    worst, where = 0.0, ""
+    for name, ref in reference.items():
+        mine = digest.get(name)
+        if mine is None or len(mine["proj"]) != len(ref["proj"]):
+            return math.inf, name  # another model: nothing to compare
+        value = rel_diff(mine["proj"], ref["proj"])
+        if not math.isfinite(value):
+            return math.inf, name
+        if value > worst:
+            worst, where = value, name
+    if set(digest) - set(reference):
+        return math.inf, sorted(set(digest) - set(reference))[0]
+    return worst, where
+
+
+def compare_traces(trace: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+    """Exact parity's figures and verdict for ``trace`` against the baseline's ``reference``."""
+    steps = min(trace["steps"], reference["steps"])
+    if trace["steps"] != reference["steps"]:
+        return {"ok": False, "basis": "trajectory", "steps": steps,
+                "reason": f"traced {trace['steps']} steps, the baseline {reference['steps']}"}
+    loss = loss_rel_max(trace["losses"], reference["losses"])
+    weight, where = weight_rel_l2(trace["digest"], reference["digest"])
+    return {
+        "ok": loss <= LOSS_RTOL and weight <= WEIGHT_RTOL,
+        "basis": "trajectory",
+        "steps": steps,
+        "loss_rel_max": loss,
+        "weight_rel_l2": weight,
+        "worst_parameter": where,
+        "tolerance": {"loss_rel": LOSS_RTOL, "weight_rel_l2": WEIGHT_RTOL},
+    }
