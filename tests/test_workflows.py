@@ -78,8 +78,33 @@ def test_gpu_workflow_benchmarks_cuda_and_uploads_the_json() -> None:
     match = re.search(r"--benchmark-json[= ](\S+)", bench[0])
     assert match, f"benchmark step writes no JSON: {bench[0]}"
     uploads = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert any(s["with"]["path"] == match.group(1) for s in uploads), (
+    assert any(match.group(1) in s["with"]["path"].split() for s in uploads), (
         f"{match.group(1)} is not uploaded: {uploads}"
     )
     # Upload even when a benchmark fails, so the partial numbers survive.
     assert all(s.get("if") == "always()" for s in uploads)
+
+
+def test_gpu_workflow_runs_the_cuda_correctness_tests_and_fails_if_none_ran() -> None:
+    import yaml
+
+    workflow = yaml.safe_load((WORKFLOWS / "gpu.yml").read_text())
+    runs = [s["run"] for job in workflow["jobs"].values() for s in job["steps"] if "run" in s]
+    [step] = [r for r in runs if "--benchmark-disable" in r]  # --benchmark-only skips tests
+    assert 'pytest -m "cuda or multigpu" --benchmark-disable --junitxml=gpu-tests.xml' in step
+    assert "python scripts/junit_ran.py gpu-tests.xml" in step
+
+
+@pytest.mark.parametrize(("cases", "code"), [
+    ('<testcase name="a"><skipped message="no CUDA"/></testcase>', 1),  # all skipped: no GPU
+    ('<testcase name="a"><skipped message="no CUDA"/></testcase><testcase name="b"/>', 0),
+    ('<testcase name="b"><failure message="x"/></testcase>', 0),  # ran (pytest reports the failure)
+    ("", 1),
+])
+def test_junit_ran_fails_when_every_gpu_test_skipped(tmp_path: Path, cases: str,
+                                                     code: int) -> None:
+    report = tmp_path / "gpu-tests.xml"
+    report.write_text(f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>')
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "junit_ran.py"), str(report)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stdout + proc.stderr
