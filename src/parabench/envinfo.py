@@ -54,10 +54,14 @@ def cpu_model() -> str:
 
 @cache
 def git_commit() -> str | None:
-    """The project's commit when running from a git checkout (src layout: two levels up)."""
+    """The project's commit: from the checkout this runs from (src layout: two levels up);
+    else asv's ``ASV_COMMIT`` (set while asv benchmarks a commit); else the commit the build
+    stamped into the installed package (``setup.py``: a non-editable ``pip install .``)."""
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
-        return None
+        stamp = Path(__file__).with_name("_commit.txt")
+        text = stamp.read_text().strip() if stamp.is_file() else ""
+        return os.environ.get("ASV_COMMIT") or text or None
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
