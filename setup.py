@@ -30,9 +30,11 @@ def head_commit() -> str | None:
 class StampCommit(build_py):
     def run(self) -> None:
         super().run()
+        stamp = Path(self.build_lib) / "parabench" / "_commit.txt"
+        stamp.unlink(missing_ok=True)  # build/ is reused: never ship an older build's commit
         commit = head_commit()
         if commit and not getattr(self, "editable_mode", False):  # editable: the checkout says
-            (Path(self.build_lib) / "parabench" / "_commit.txt").write_text(commit + "\n")
+            stamp.write_text(commit + "\n")
 
 
 setup(cmdclass={"build_py": StampCommit})
