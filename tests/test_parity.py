@@ -10,18 +10,23 @@ from pathlib import Path
 import pytest
 
 from parabench.case.result import QualityValue, Result, read_results
-from parabench.sweep.parity import EXACT_TOLERANCE, assess
+from parabench.sweep import parity as parity_module
+from parabench.sweep.compare import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
+from parabench.sweep.parity import EXACT_TOLERANCE, FALLBACK_SPREAD, assess
 from parabench.sweep.report import format_table, summarize
+from parabench.workloads import spread
 
 
 def _result(method: str, quality: float, *, higher: bool = True, device: str = "cpu",
-            options: dict | None = None, batch: int | None = 64) -> Result:
+            options: dict | None = None, batch: int | None = 64, workload: str = "mlp",
+            profile: str = "tiny", extra: dict | None = None,
+            trace: dict | None = None) -> Result:
     return Result(
-        workload="mlp", method=method, device=device, workers=1 if method == "serial" else 2,
-        threads_per_worker=1, batch_size=batch, epochs=3, profile="tiny", seed=0, repeat=0,
+        workload=workload, method=method, device=device, workers=1 if method == "serial" else 2,
+        threads_per_worker=1, batch_size=batch, epochs=3, profile=profile, seed=0, repeat=0,
         status="ok", epoch_s=[1.0, 1.0, 1.0],
         quality=QualityValue(name="accuracy", value=quality, higher_is_better=higher),
-        config={"options": options or {}},
+        config={"options": options or {}}, extra=extra or {}, trace=trace,
     )
 
 
@@ -85,3 +90,75 @@ def test_parabench_run_records_parity_against_the_serial_case_of_the_sweep(
     assert results["wide_serial"].parity["status"] == "ok"
     assert results["wide_serial"].parity["gap"] == pytest.approx(0, abs=1e-9)
     assert "precision=fp32" in proc.stdout
+
+
+# -- every verdict path, on crafted results ------------------------------------------------
+
+
+def _trace(scale: float = 1.0) -> dict:
+    return {"steps": 3, "losses": [2.0 * scale, 1.5, 1.2],
+            "digest": {"w": {"sum": 3.0 * scale, "norm": 4.0, "proj": [1.0, -2.0]}}}
+
+
+def test_exact_parity_follows_the_trajectory_not_the_accuracy() -> None:
+    serial = _result("serial", 0.80, trace=_trace())
+    same = assess(_result("wide_serial", 0.70, trace=_trace()), [serial])  # accuracy off
+    drift = assess(_result("wide_serial", 0.80, trace=_trace(1.01)), [serial])  # accuracy on
+    assert same["status"] == "ok" and same["basis"] == "trajectory"
+    assert drift["status"] == "failed" and drift["basis"] == "trajectory"
+    assert drift["loss_rel_max"] > same["loss_rel_max"]
+
+
+def _forest(method: str, quality: float, sha: str) -> Result:
+    return _result(method, quality, workload="random_forest",
+                   extra={"predictions_sha": sha})
+
+
+def test_seed_exact_forests_need_identical_predictions_and_a_zero_gap() -> None:
+    serial = _forest("serial", 0.86, "abc")
+    same = assess(_forest("threads", 0.86, "abc"), [serial])
+    other = assess(_forest("threads", 0.86, "abd"), [serial])  # same accuracy, other trees
+    assert same["status"] == "ok" and same["basis"] == "predictions" and same["identical"]
+    assert same["tolerance"] == 0.0 and same["gap"] == 0.0
+    assert other["status"] == "failed" and not other["identical"]
+    assert other["baseline_predictions_sha"] == "abc"
+
+
+TABLE = {"mlp": {"tiny": {"std": 0.02, "command": "python scripts/seed_spread.py --profile "
+                                                  "tiny", "date": "2026-11-23"}}}
+
+
+def test_statistical_margin_is_three_measured_spreads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spread, "table", lambda: TABLE)
+    serial = _result("serial", 0.80)
+    tol = SPREAD_FACTOR * 0.02
+    inside = assess(_result("fedavg", 0.80 - tol + 1e-9), [serial])
+    outside = assess(_result("fedavg", 0.80 - tol - 1e-9), [serial])
+    assert inside["status"] == "ok" and outside["status"] == "failed"
+    assert inside["tolerance"] == pytest.approx(0.06) and inside["spread"] == 0.02
+    assert "seed_spread.json" in inside["spread_source"] and "2026-11-23" in inside["spread_source"]
+    assert "reason" not in inside
+
+
+def test_a_missing_spread_is_named_not_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spread, "table", lambda: TABLE)
+    serial = _result("serial", 0.80, profile="full")
+    parity = assess(_result("fedavg", 0.75, profile="full"), [serial])
+    assert parity["spread_source"] == "fallback" and parity["spread"] == FALLBACK_SPREAD
+    assert parity["reason"] == ("no measured seed spread for mlp at full: "
+                                "run scripts/seed_spread.py")
+    fallback_tol = max(SPREAD_FACTOR * FALLBACK_SPREAD, MIN_STATISTICAL_TOLERANCE)
+    assert parity["tolerance"] == pytest.approx(fallback_tol) and parity["status"] == "failed"
+
+
+def test_a_result_can_declare_itself_statistical(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spread, "table", lambda: TABLE)
+    serial = _result("serial", 0.80, trace=_trace())
+    why = "BatchNorm statistics are per rank under data parallelism"
+    bn = _result("wide_serial", 0.79, trace=_trace(1.5),
+                 extra={"parity_kind": "statistical", "parity_reason": why})
+    parity = assess(bn, [serial])
+    assert parity["kind"] == "statistical" and parity["kind_reason"] == why
+    assert parity["basis"] == "quality" and parity["status"] == "ok"  # the trace is not used
+    assert parity_module.parity_kind(_result("wide_serial", 0.8)) == ("exact", None)
+

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
+from parabench.forest.session import predictions_sha
 from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
 from parabench.registry import methods
 from parabench.torch.local import SerialTorchSession
@@ -45,6 +46,8 @@ class SerialEstimatorSession(Session):
 
     def evaluate(self) -> float:
         assert self.data is not None and self.estimator is not None, "train first"
+        # the seed-exact forest methods' parity compares their predictions digest with this
+        self.notes["predictions_sha"] = predictions_sha(self.estimator.predict(self.data.x_test))
         return self.workload.score(self.estimator, self.data.x_test, self.data.y_test)
 
 

@@ -26,9 +26,21 @@ Parity fails when the method is worse than serial by more than the tolerance:
   diverges) are gaps of tenths.
 * methods with ``parity = "statistical"`` (federated averaging, histogram forests, Spark)
   run another algorithm: tolerance is :data:`SPREAD_FACTOR` x the serial baseline's own
-  seed-to-seed standard deviation of quality, which each workload records per profile in
-  ``Workload.seed_spread`` (measured; see the workload modules), with a floor of
-  :data:`MIN_STATISTICAL_TOLERANCE`.
+  seed-to-seed standard deviation of quality, read from the shipped, measured table
+  (:mod:`parabench.workloads.spread`, written by ``scripts/seed_spread.py``), with a floor
+  of :data:`MIN_STATISTICAL_TOLERANCE`. The parity dict names the spread and its source.
+  Where the table (and the workload) has no figure for that workload x profile, the check
+  still runs, on :data:`FALLBACK_SPREAD`, and says so: ``spread_source`` is ``"fallback"``
+  and ``reason`` reads "no measured seed spread for X at Y: run scripts/seed_spread.py".
+  Checked rather than not-applicable, because the failures it must catch (a run stuck at
+  chance, a server that drops clients) are gaps of tenths that any plausible spread flags.
+* A result may overrule its method's declared kind: ``extra["parity_kind"]`` (e.g.
+  ``"statistical"`` for a BatchNorm model under data parallelism, whose per-rank batch
+  statistics are not serial's) with ``extra["parity_reason"]``, which the parity dict
+  carries as ``kind_reason``.
+* fedavg is compared at equal work: one fedavg epoch is ``clients / local_epochs`` rounds, so
+  every client processes serial's samples per epoch (:mod:`parabench.methods.fedavg`); the
+  result's ``extra["samples_per_client"]`` is copied into the parity dict.
 
 A fast-but-wrong method is therefore flagged in its result, and reports show it.
 """
@@ -39,7 +51,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from parabench.case.result import Result
-from parabench.registry import methods, workloads
+from parabench.registry import methods
 from parabench.sweep.compare import (  # the tolerances live with the arithmetic; named here too
     EXACT_TOLERANCE,
     MIN_STATISTICAL_TOLERANCE,
@@ -51,11 +63,13 @@ from parabench.sweep.compare import (  # the tolerances live with the arithmetic
     quality_gap,
 )
 from parabench.sweep.trajectory import compare_traces
+from parabench.workloads.spread import missing_reason, seed_spread
 
-__all__ = ["EXACT_TOLERANCE", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR", "assess",
-           "baseline_for", "tolerance"]
+__all__ = ["EXACT_TOLERANCE", "FALLBACK_SPREAD", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR",
+           "assess", "baseline_for", "parity_kind", "spread_for", "tolerance"]
 
-DEFAULT_SPREAD = 0.01
+#: the spread statistical parity uses, *and names*, where nothing was measured (see above)
+FALLBACK_SPREAD = 0.01
 #: options that change what is computed, so the baseline must share them
 DATA_OPTIONS = ("data_dir", "precision")
 
@@ -79,16 +93,31 @@ def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:
     return None
 
 
+def spread_for(workload_name: str, profile: str) -> dict[str, Any]:
+    """The seed spread statistical parity uses: ``spread``, ``spread_source`` (+ ``reason``)."""
+    entry = seed_spread(workload_name, profile)
+    if entry is None:
+        return {"spread": FALLBACK_SPREAD, "spread_source": "fallback",
+                "reason": missing_reason(workload_name, profile)}
+    return {"spread": entry.std, "spread_source": entry.source}
+
+
 def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
               higher_is_better: bool) -> float:
-    spread = (DEFAULT_SPREAD if kind == "exact"  # exact parity reads no spread
-              else workloads.get(workload_name).seed_spread.get(profile, DEFAULT_SPREAD))
+    spread = 0.0 if kind == "exact" else spread_for(workload_name, profile)["spread"]
     return parity_tolerance(kind, baseline_value, higher_is_better, spread)
+
+
+def parity_kind(result: Result) -> tuple[str, str | None]:
+    """(kind, why): the result's own ``extra["parity_kind"]`` overrules the method's."""
+    declared = methods.get(result.method).parity if result.method in methods else "exact"
+    kind = result.extra.get("parity_kind") or declared
+    return kind, result.extra.get("parity_reason") if kind != declared else None
 
 
 def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None:
     """The ``parity`` field for ``result`` (None when the case did not finish ok)."""
-    kind = methods.get(result.method).parity if result.method in methods else "exact"
+    kind, why = parity_kind(result)
     if is_baseline(result.method):
         return {"status": "not-applicable", "kind": kind, "reason": "this is the baseline"}
     if result.status != "ok" or result.quality is None or result.quality.value is None:
@@ -103,7 +132,8 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
     q, q0 = result.quality.value, base.quality.value
     better_high = result.quality.higher_is_better
     gap = quality_gap(q, q0, better_high)
-    tol = tolerance(kind, result.workload, result.profile, q0, better_high)
+    spread = {} if kind == "exact" else spread_for(result.workload, result.profile)
+    tol = parity_tolerance(kind, q0, better_high, spread.get("spread", 0.0))
     out = {
         "status": "ok" if parity_holds(gap, tol) else "failed",
         "kind": kind,
@@ -112,7 +142,12 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
         "tolerance": tol,
         "baseline": f"{base.method}/{base.device}",
         "baseline_quality": q0,
+        **spread,
     }
+    if why:
+        out["kind_reason"] = why
+    if "samples_per_client" in result.extra:  # fedavg: the equal-work figure, shown
+        out["samples_per_client"] = result.extra["samples_per_client"]
     evidence = exact_evidence(result, base) if kind == "exact" else None
     if evidence is not None:  # exact: the trajectory or the predictions decide, not accuracy
         out.update(evidence, tolerance=evidence.get("tolerance", 0.0),

@@ -1,0 +1,63 @@
+"""The measured seed-to-seed spread of serial's held-out quality, per workload and profile.
+
+Usage::
+
+    from parabench.workloads.spread import seed_spread
+    entry = seed_spread("mlp", "tiny")       # SpreadEntry(std=..., ...) or None if unmeasured
+    entry.std, entry.source                  # 0.018, "seed_spread.json: <command> (<date>)"
+
+Statistical parity (:mod:`parabench.sweep.parity`) accepts a method within
+``SPREAD_FACTOR x std`` of serial. The figures are *measured*, never guessed: they live in
+``seed_spread.json`` beside this module (shipped as package data), written by
+``scripts/seed_spread.py``, which runs serial over several seeds through the real harness and
+records, for every entry, the seeds, the per-seed qualities, the epochs, and the command and
+date that produced it. A workload that is not in the table (a plugin's) may declare its own
+measured ``Workload.seed_spread``; where neither has the profile, :func:`seed_spread`
+returns None and parity says so in the result instead of silently using a default.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+TABLE = Path(__file__).with_name("seed_spread.json")
+SCRIPT = "scripts/seed_spread.py"
+
+
+@dataclass(frozen=True)
+class SpreadEntry:
+    """One measured spread: the sample std of serial's quality over ``seeds``."""
+
+    std: float
+    source: str
+
+
+@cache
+def table(path: Path = TABLE) -> dict[str, dict[str, dict[str, Any]]]:
+    """workload -> profile -> entry (``std``, ``mean``, ``values``, ``seeds``, ``command``..)."""
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())["entries"]
+
+
+def seed_spread(workload: str, profile: str) -> SpreadEntry | None:
+    """The measured spread for ``workload`` at ``profile``, or None when nobody measured it."""
+    entry = table().get(workload, {}).get(profile)
+    if entry is not None:
+        return SpreadEntry(float(entry["std"]),
+                           f"{TABLE.name}: {entry['command']} ({entry['date']})")
+    from parabench.registry import workloads  # late: the registry imports every workload
+
+    declared = workloads.get(workload).seed_spread if workload in workloads else {}
+    if profile in declared:
+        return SpreadEntry(float(declared[profile]), f"{workload}.seed_spread (declared)")
+    return None
+
+
+def missing_reason(workload: str, profile: str) -> str:
+    """What parity says when :func:`seed_spread` has nothing."""
+    return f"no measured seed spread for {workload} at {profile}: run {SCRIPT}"
