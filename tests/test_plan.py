@@ -26,11 +26,35 @@ def test_a_sweep_case_and_a_benchmark_case_agree() -> None:
     grid = Grid(workloads=["mlp", "random_forest"], methods=["ddp", "serial"], devices=["cpu"],
                 workers=[1, 2], profile="tiny", epochs=1)
     cases = plan(grid)
-    assert [c.config.method for c in cases][:2] == ["serial", "ddp"]  # the baseline first
-    for case in cases:
+    assert [c.config.method for c in cases][:3] == ["serial", "serial", "ddp"]  # baselines first
+    # (serial at 1 thread too: ddp 2 x 1's scaling baseline, which a benchmark measures apart)
+    for case in [c for c in cases if c.config.threads_per_worker is None]:
         bench = BenchCase(workload=case.config.workload, method=case.config.method,
                           device=case.config.device, workers=case.config.workers)
         assert bench.id == case.id and bench.markers == case.markers
         assert bench.config("tiny") == case.config
         assert bench.skip_reason("tiny") == case.skip_reason
     assert any(c.skip_reason and "does not support" in c.skip_reason for c in cases)
+
+
+def test_a_sweep_with_serial_gets_the_serial_runs_its_ratios_need() -> None:
+    def planned(methods: list[str], threads: int | None) -> list[tuple[str, int, int]]:
+        grid = Grid(workloads=["mlp"], methods=methods, devices=["cpu"], workers=[2],
+                    profile="tiny", epochs=1, threads_per_worker=threads)
+        return [(c.config.method, c.config.workers, c.config.threads) for c in plan(grid)
+                if c.skip_reason is None]
+
+    # 2 x 1: serial at 2 threads (equal cores) and at 1 (scaling); the grid's own comes last
+    assert planned(["serial", "ddp"], 1) == [("serial", 1, 2), ("serial", 1, 1), ("ddp", 2, 1)]
+    assert planned(["ddp"], 1) == [("ddp", 2, 1)]  # no serial asked for: none added
+    cases = plan(Grid(workloads=["mlp"], methods=["serial", "ddp"], devices=["cpu"],
+                      workers=[4], profile="tiny", epochs=1, threads_per_worker=1))
+    assert [c.config.threads for c in cases if c.config.method == "serial"] == [1]  # ddp x4
+    # is skipped on 2 cores, so it asks for no serial at 4 threads
+
+
+def test_benchmark_params_are_json() -> None:
+    import json
+
+    case = BenchCase(workload="mlp", method="ddp", device="cpu", workers=2)
+    assert json.loads(json.dumps({"case": case})) == {"case": ["mlp", "ddp", "cpu", 2]}

@@ -17,7 +17,8 @@ SAMPLES = 1000
 
 def result(method: str, workers: int, epoch_s: list[float], *, parity: str | None = "ok",
            gap: float = 0.0, repeat: int = 0, workload: str = "cnn", batch: int = 64,
-           rss: float = 500.0) -> Result:
+           rss: float = 500.0, threads: int | None = None) -> Result:
+    """On 2 cores: serial with 2 threads, 2 workers x 1 thread (same total cores)."""
     median = statistics.median(epoch_s[1:])
     par = None
     if method == "serial":
@@ -25,9 +26,9 @@ def result(method: str, workers: int, epoch_s: list[float], *, parity: str | Non
     elif parity is not None:
         par = {"status": parity, "gap": gap, "tolerance": 0.015, "baseline": "serial/cpu"}
     return Result(workload=workload, method=method, device="cpu", workers=workers,
-                  threads_per_worker=1, batch_size=batch, epochs=len(epoch_s), profile="tiny",
-                  seed=0, repeat=repeat, status="ok", epoch_s=epoch_s,
-                  samples_per_epoch=SAMPLES, samples_per_s=SAMPLES / median,
+                  threads_per_worker=threads or max(1, 2 // workers), batch_size=batch,
+                  epochs=len(epoch_s), profile="tiny", seed=0, repeat=repeat, status="ok",
+                  epoch_s=epoch_s, samples_per_epoch=SAMPLES, samples_per_s=SAMPLES / median,
                   quality=QualityValue(name="accuracy", value=0.9, higher_is_better=True),
                   parity=par, peak_rss_mb=rss)
 
@@ -122,3 +123,22 @@ def test_ratio_ci_is_reproducible_and_brackets_the_ratio() -> None:
     assert ratio_ci(a, b) == ratio_ci(a, b)
     lo, hi = ratio_ci(a, b)
     assert lo < 2.0 < hi
+
+
+def test_a_recommendation_measured_only_on_a_busy_machine_says_so() -> None:
+    import dataclasses
+
+    busy = {"busy": True, "load_before": 6.0, "load_after": 5.0}
+    results = [result("serial", 1, epochs(10.0)), result("ddp", 2, epochs(5.0))]
+    assert "busy" not in "\n".join(describe(recommend(results)[0]))
+    results[1] = dataclasses.replace(results[1], machine=busy)
+    [rec] = recommend(results)
+    assert rec.best.method == "ddp" and rec.best.busy
+    assert "measured only on a busy machine" in describe(rec)[1]
+
+
+def test_speedup_needs_serial_with_the_same_total_cores() -> None:
+    [rec] = recommend([result("serial", 1, epochs(10.0), threads=1),
+                       result("ddp", 2, epochs(5.0))])
+    assert rec.best.method == "ddp" and rec.speedup is None and rec.baseline is None
+    assert "add --method serial --threads 2" in describe(rec)[0]

@@ -68,6 +68,65 @@ def test_extra_columns_show_when_a_row_has_them() -> None:
     assert "time to target" in table.splitlines()[0] and "12.0 s" in table
 
 
+TRAJ_TOL = {"loss_rel": 4e-4, "weight_rel_l2": 4e-4}
+
+
+@pytest.mark.parametrize(("parity", "cell"), [
+    ({"status": "ok", "basis": "trajectory", "gap": 0.0, "loss_rel_max": 1e-7,
+      "weight_rel_l2": 2.4e-7, "tolerance": TRAJ_TOL}, "ok w 2e-7"),
+    ({"status": "failed", "basis": "trajectory", "gap": 0.01, "loss_rel_max": 3e-2,
+      "weight_rel_l2": 6e-3, "tolerance": TRAJ_TOL}, "FAILED loss 3e-2 w 6e-3"),
+    ({"status": "ok", "basis": "predictions", "gap": 0.0, "identical": True}, "ok identical"),
+    ({"status": "failed", "basis": "predictions", "gap": 0.0, "identical": False},
+     "FAILED differs"),
+    ({"status": "failed", "basis": "quality", "gap": -0.21, "tolerance": 0.015},
+     "FAILED -0.210"),
+])
+def test_the_parity_column_shows_the_evidence(parity: dict, cell: str) -> None:
+    serial = case("cnn", "serial", 1)
+    ddp = dataclasses.replace(case("cnn", "ddp", 2), parity=parity)
+    row = next(r for r in summarize([serial, ddp]) if r.method == "ddp")
+    assert row.parity == cell and cell in format_table([row])
+
+
+def test_the_worst_repeat_decides_the_parity_cell() -> None:
+    ok = {"status": "ok", "basis": "trajectory", "gap": 0.0, "loss_rel_max": 1e-7,
+          "weight_rel_l2": 1e-7, "tolerance": TRAJ_TOL}
+    worse = {**ok, "weight_rel_l2": 3e-4}
+    failed = {**ok, "status": "failed", "loss_rel_max": 5e-2}
+    repeats = [dataclasses.replace(case("cnn", "ddp", 2, repeat=i), parity=p)
+               for i, p in enumerate([ok, worse])]
+    assert summarize(repeats)[0].parity == "ok w 3e-4"
+    repeats.append(dataclasses.replace(case("cnn", "ddp", 2, repeat=2), parity=failed))
+    assert summarize(repeats)[0].parity.startswith("FAILED loss 5e-2")
+
+
+def test_a_row_measured_on_a_busy_machine_says_so() -> None:
+    busy = {"busy": True, "load_before": 5.2, "load_after": 4.0}
+    quiet = {"busy": False, "load_before": 0.3, "load_after": 0.5}
+    results = [dataclasses.replace(case("cnn", "serial", 1), machine=quiet),
+               dataclasses.replace(case("cnn", "ddp", 2), machine=busy)]
+    rows = {r.method: r for r in summarize(results)}
+    assert rows["serial"].busy == "" and rows["ddp"].busy == "load 5.2 > cores in use 2"
+    table = format_table(list(rows.values()))
+    [line] = [ln for ln in table.splitlines() if ln.startswith("cnn") and "ddp" in ln]
+    assert " !" in line and "! cnn/ddp 2x1: measured on a busy machine: load 5.2 > cores in use 2" \
+        in table
+    assert " !" not in next(ln for ln in table.splitlines() if "serial" in ln and "base" in ln)
+
+
+def test_rows_name_both_baselines_and_what_is_missing() -> None:
+    rows = {(r.method, r.workers): r for r in summarize(sweep(workers=(2, 4)))}
+    ddp2 = rows[("ddp", 2)]
+    assert ddp2.baseline == "serial/cpu t=2 bs=64" and ddp2.scaling_baseline == \
+        "serial/cpu t=1 bs=64"
+    assert ddp2.speedup == pytest.approx(10.0 / 6.05) and ddp2.scaling_efficiency is None
+    table = format_table(list(rows.values()))
+    assert "1.65x (t=2)" in table and "- (no t=1)" in table and "- (no t=4)" in table
+    assert ("missing baseline: no serial at 1 thread and batch 64: add --method serial "
+            "--threads 1 --batch-size 64") in table
+
+
 # --- the plots, checked on the figure objects -----------------------------------------------
 
 def _lines(ax) -> dict[str, object]:  # label -> Line2D

@@ -5,6 +5,8 @@ Usage::
     base = baseline_of("tf_multiworker")            # "tf_serial"; "serial" for most methods
     speedup(baseline_s=2.0, method_s=0.5)           # 4.0: the method is 4x as fast
     efficiency(speedup=4.0, workers=8)              # 0.5
+    r = ratios(key, times)                          # both ratios of a case, baselines named
+    r.speedup.value, r.speedup.baseline, r.scaling_efficiency.missing
     gap = quality_gap(0.90, baseline=0.92, higher_is_better=True)   # -0.02: worse
     parity_holds(gap, tolerance=0.015)              # False
 
@@ -20,11 +22,30 @@ over the baseline's): above 1 is faster. **Efficiency** is speedup per worker.
 
 The baseline of a method is its ``baseline_method`` (``serial``; ``tf_serial`` for the
 TensorFlow methods); a method is a baseline when it is its own baseline.
+
+Which baseline *run* a case is compared with (:func:`ratios`): equal work means the same
+workload, device, profile, batch size and data options (:data:`BASELINE_OPTIONS`), never
+another batch. Two ratios, each naming its baseline:
+
+* ``speedup``: vs the baseline with the **same total cores**, ``workers x threads_per_worker``
+  threads in one process: what the parallel method buys on these cores. (Comparing with a
+  serial run that had all cores while each worker had one would cap DDP 2 x 1 at 0.5.)
+* ``scaling_efficiency``: vs the baseline at **threads_per_worker** threads, divided by the
+  workers: how well adding workers of that size scales (1.0 is linear).
+
+When that baseline run is missing the ratio is None and says which run to add; no other run
+stands in for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
 BASELINE_METHOD = "serial"
+#: options a baseline must share with a method for equal work (an options label's names)
+BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
 
 #: parity tolerance of methods computing the same mathematics as their baseline (see
 #: :mod:`parabench.sweep.parity` for why this much)
@@ -69,6 +90,16 @@ def efficiency(speedup: float, workers: int) -> float:
     return speedup / workers
 
 
+def total_cores(workers: int, threads_per_worker: int) -> int:
+    """Cores a case uses: every worker's threads."""
+    return workers * threads_per_worker
+
+
+def scaling_efficiency(baseline_s: float, method_s: float, workers: int) -> float:
+    """Speedup over the baseline at ``threads_per_worker`` threads, per worker."""
+    return efficiency(speedup(baseline_s, method_s), workers)
+
+
 def quality_gap(quality: float, baseline: float, higher_is_better: bool) -> float:
     """Method quality minus baseline quality, higher-is-better direction: negative is worse."""
     return quality - baseline if higher_is_better else baseline - quality
@@ -95,3 +126,101 @@ def parity_tolerance(kind: str, baseline: float, higher_is_better: bool,
 def parity_holds(gap: float, tolerance: float) -> bool:
     """Parity's verdict: the method is not worse than its baseline by more than ``tolerance``."""
     return gap >= -tolerance
+
+
+# --- which baseline run, and the two ratios ---------------------------------------------------
+
+class CaseKey(NamedTuple):
+    """What identifies a configuration (its repeats share it); a plain tuple underneath."""
+
+    workload: str
+    method: str
+    device: str
+    workers: int
+    batch: str          # "-": the workload's default for the profile
+    profile: str
+    options: str        # "name=value ..." or "-"
+    threads: int        # threads per worker
+
+
+def data_options(options: str) -> str:
+    """The part of an options label the baseline must share (:data:`BASELINE_OPTIONS`)."""
+    return " ".join(o for o in options.split() if o.split("=")[0] in BASELINE_OPTIONS)
+
+
+def find_baseline(key: CaseKey, pool: Iterable[tuple], threads: int) -> CaseKey | None:
+    """The baseline run of ``key`` at ``threads`` threads in ``pool``: equal work only."""
+    for c in sorted(CaseKey(*c) for c in pool):
+        if (c.workload, c.method, c.device, c.workers, c.batch, c.profile, c.threads) == (
+                key.workload, baseline_of(key.method), key.device, 1, key.batch, key.profile,
+                threads) and data_options(c.options) == data_options(key.options):
+            return c
+    return None
+
+
+def baseline_label(key: CaseKey) -> str:
+    """How a row names a baseline run: ``serial/cpu t=2 bs=64``."""
+    return f"{key.method}/{key.device} t={key.threads} bs={key.batch}"
+
+
+def missing_hint(key: CaseKey, threads: int) -> str:
+    """What to run for a missing baseline, e.g. ``no serial at 2 threads: add ...``."""
+    base = baseline_of(key.method)
+    batch = "" if key.batch == "-" else f" --batch-size {key.batch}"
+    at = "" if key.batch == "-" else f" and batch {key.batch}"
+    return (f"no {base} at {threads} thread{'s' if threads > 1 else ''}{at}: "
+            f"add --method {base} --threads {threads}{batch}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ratio:
+    """One ratio of a case with the baseline run it is against (``value`` None: missing)."""
+
+    value: float | None
+    baseline: str
+    missing: str | None = None
+
+    def cell(self, spec: str, unit: str = "") -> str:
+        """Table text: ``1.85x (t=2)`` (the baseline's threads), or ``- (no t=2)``."""
+        threads = self.baseline.split(" t=")[1].split()[0] if " t=" in self.baseline else "?"
+        if self.value is None:
+            return f"- (no t={threads})"
+        return f"{format(self.value, spec)}{unit} (t={threads})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ratios:
+    speedup: Ratio
+    scaling_efficiency: Ratio
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: for ``extra_info`` and result extras."""
+        return {"speedup": self.speedup.value, "speedup_baseline": self.speedup.baseline,
+                "scaling_efficiency": self.scaling_efficiency.value,
+                "scaling_baseline": self.scaling_efficiency.baseline,
+                "missing": [m for r in (self.speedup, self.scaling_efficiency)
+                            if (m := r.missing)]}
+
+
+def ratios(key: CaseKey, times: Mapping[tuple, float]) -> Ratios:
+    """Both ratios of ``key`` from steady-state times (seconds per equal unit of work).
+
+    ``times`` maps case keys (``key`` itself among them) to their time; the baselines are
+    looked up there by :func:`find_baseline`: ``workers x threads`` threads for the speedup,
+    ``threads`` for the scaling efficiency.
+    """
+    key = CaseKey(*key)
+    mine = times.get(key)
+    out = []
+    for threads, divide in ((total_cores(key.workers, key.threads), 1),
+                            (key.threads, key.workers)):
+        base = find_baseline(key, times, threads)
+        wanted = base or key._replace(method=baseline_of(key.method), workers=1,
+                                      threads=threads)
+        if base is None or mine is None:
+            out.append(Ratio(value=None, baseline=baseline_label(wanted),
+                             missing=None if base else missing_hint(key, threads)))
+        else:
+            out.append(Ratio(value=efficiency(speedup(times[base], mine), divide),
+                             baseline=baseline_label(base)))
+    return Ratios(speedup=out[0], scaling_efficiency=out[1])

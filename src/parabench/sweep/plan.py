@@ -17,7 +17,12 @@ method *supports* at its default worker counts, profile-free; ``$PARABENCH_WORKL
 ``$PARABENCH_METHODS`` (comma-separated) restrict them. Both build their RunConfigs with
 :meth:`Grid.config`, judge them with :func:`skip_reason` and mark them with
 :func:`case_markers`, whose markers come from :data:`parabench.hardware.REQUIREMENTS`.
-Baselines come first, so every later case can be checked against them.
+Baselines come first, so every later case can be checked against them. When a sweep selects
+the baseline method, it also gets the baseline runs its ratios need
+(:func:`parabench.sweep.compare.ratios`): for each runnable case of ``w`` workers x ``t``
+threads, the baseline at ``w x t`` threads (speedup at equal cores) and at ``t`` threads
+(scaling efficiency), at the same workload, device, batch, options and repeat. The run at the
+grid's own threads stays last, so it is the one parity checks against, as before.
 """
 
 from __future__ import annotations
@@ -26,13 +31,13 @@ import itertools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from parabench import hardware
 from parabench.case.target import resolve_target
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
 from parabench.registry import methods, workloads
-from parabench.sweep.compare import BASELINE_METHOD, is_baseline
+from parabench.sweep.compare import BASELINE_METHOD, baseline_of, is_baseline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,15 +156,42 @@ def plan(grid: Grid) -> list[Case]:
                                  repeat=repeat)
             reason = skip_reason(config, oversubscribe=grid.oversubscribe, cores=cores)
             cases.append(Case(config=config, skip_reason=reason))
-    return cases
+    return _with_ratio_baselines(cases, grid, cores)
 
 
-@dataclass(frozen=True, kw_only=True)
-class BenchCase:
+def _baseline_slot(config: RunConfig, method: str) -> tuple:
+    """What a baseline run shares with the cases it is the baseline of."""
+    return (config.workload, method, config.device, config.batch_size,
+            tuple(sorted(config.options.items(), key=str)), config.repeat)
+
+
+def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int) -> list[Case]:
+    """``cases`` plus, before each planned baseline run, the same baseline at every other
+    thread count the runnable cases' ratios need (none when no baseline run is planned)."""
+    needed: dict[tuple, set[int]] = {}
+    for case in cases:
+        c = case.config
+        if case.skip_reason is None and not is_baseline(c.method):
+            needed.setdefault(_baseline_slot(c, baseline_of(c.method)), set()).update(
+                {c.workers * c.threads, c.threads})
+    out: list[Case] = []
+    for case in cases:
+        c = case.config
+        if is_baseline(c.method):
+            for threads in sorted(needed.get(_baseline_slot(c, c.method), set()) - {c.threads}):
+                extra = c.replace(threads_per_worker=threads)
+                out.append(Case(config=extra, skip_reason=skip_reason(
+                    extra, oversubscribe=grid.oversubscribe, cores=cores)))
+        out.append(case)
+    return out
+
+
+class BenchCase(NamedTuple):
     """A benchmark case: profile-free, so the fixture or asv picks the profile at run time.
 
     Its four fields are asv's parameters (``workload``, ``method``, ``device``, ``workers``),
-    in that order, and make its pytest id.
+    in that order, and make its pytest id. A named tuple, so pytest-benchmark's ``params``
+    hold it as JSON (``["mlp", "ddp", "cpu", 2]``) instead of an unserialisable object.
     """
 
     workload: str

@@ -9,10 +9,13 @@ Pure: reads Results, returns data. A *candidate* is one (method, workers, batch,
 configuration with its ok results. Candidates are ranked by median throughput. Only a
 candidate whose parity holds ("ok", or the serial baseline itself) can be recommended; faster
 candidates that failed parity, or whose parity was never checked (no serial case to compare
-with), are listed as such. Speedup is against the serial candidate at the same batch and data
-options (any batch when none matches), with a bootstrap CI over the samples of both (see
-:mod:`parabench.sweep.stats`). The runner-up is the best qualifying candidate of another method;
-the two differ significantly when a two-sided Mann-Whitney test gives p < 0.05.
+with), are listed as such. Speedup is against the serial candidate with the same total cores
+(workers x threads), batch and data options (:func:`parabench.sweep.compare.find_baseline`; no
+other run stands in), with a bootstrap CI over the samples of both (see
+:mod:`parabench.sweep.stats`). A recommendation measured only on a busy machine (load above
+the cores in use, ``Result.machine["busy"]``) says so. The runner-up is the best qualifying
+candidate of another method; the two differ significantly when a two-sided Mann-Whitney test
+gives p < 0.05.
 """
 
 from __future__ import annotations
@@ -21,9 +24,19 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from parabench.case.result import Result
-from parabench.sweep.compare import baseline_of, is_baseline, throughput_speedup
+from parabench.sweep.compare import (
+    BASELINE_OPTIONS,
+    CaseKey,
+    data_options,
+    find_baseline,
+    is_baseline,
+    missing_hint,
+    throughput_speedup,
+    total_cores,
+)
 from parabench.sweep.stats import (
     ALPHA,
     Samples,
@@ -33,8 +46,9 @@ from parabench.sweep.stats import (
     throughput_samples,
 )
 
-#: options the serial baseline must share with a method for a fair speedup
-BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
+__all__ = ["BASELINE_OPTIONS", "Candidate", "Recommendation", "baseline_for", "candidates",
+           "data_options", "describe", "group_key", "options_label", "parity_cell",
+           "parity_text", "recommend"]
 
 
 def options_label(r: Result) -> str:
@@ -42,15 +56,20 @@ def options_label(r: Result) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k != "data_dir") or "-"
 
 
-def data_options(options: str) -> str:
-    """The part of an options label the serial baseline must share."""
-    return " ".join(o for o in options.split() if o.split("=")[0] in BASELINE_OPTIONS)
-
-
-def group_key(r: Result) -> tuple:
-    """(workload, method, device, workers, batch, profile, options): repeats share it."""
+def group_key(r: Result) -> CaseKey:
+    """(workload, method, device, workers, batch, profile, options, threads): repeats share it."""
     batch = "-" if r.batch_size is None else str(r.batch_size)
-    return (r.workload, r.method, r.device, r.workers, batch, r.profile, options_label(r))
+    return CaseKey(r.workload, r.method, r.device, r.workers, batch, r.profile,
+                   options_label(r), r.threads_per_worker)
+
+
+#: how a recommendation from busy-only measurements is qualified
+BUSY_WARNING = "measured only on a busy machine (load above the cores in use)"
+
+
+def is_busy(r: Result) -> bool:
+    """Measured on a busy machine (``Result.machine["busy"]``, recorded around the case)."""
+    return bool((r.machine or {}).get("busy"))
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -67,9 +86,14 @@ class Candidate:
     #: "base" (serial), "ok", "failed" or "unchecked"
     parity: str
     parity_gap: float | None = None
+    #: the quality basis's tolerance (None for trajectory / predictions evidence)
     parity_tolerance: float | None = None
+    #: the verdict with its evidence, as the table shows it (:func:`parity_text`)
+    parity_text: str = "-"
     peak_rss_mb: float | None = None
     peak_gpu_mb: float | None = None
+    #: every result of it was measured on a busy machine
+    busy: bool = False
 
     @property
     def method(self) -> str:
@@ -91,20 +115,86 @@ class Candidate:
     def qualifies(self) -> bool:
         return self.parity in ("base", "ok")
 
+    @property
+    def threads(self) -> int:
+        return self.key[7]
+
     def label(self) -> str:
-        extra = "" if self.batch == "-" else f", batch {self.batch}"
+        each = " each" if self.workers > 1 else ""
+        extra = f", {self.threads} thread{'s' if self.threads > 1 else ''}{each}"
+        extra += "" if self.batch == "-" else f", batch {self.batch}"
         extra += "" if self.options == "-" else f", {self.options}"
         return f"{self.method} with {self.workers} worker{'s' if self.workers > 1 else ''}{extra}"
 
 
-def _parity(method: str, rs: Sequence[Result]) -> tuple[str, float | None, float | None]:
+def _sci(x: float) -> str:
+    """Compact scientific notation: 2e-7, 3e-2, 0, inf."""
+    if x == 0 or x != x or x in (float("inf"), float("-inf")):
+        return f"{x:g}"
+    mantissa, _, exp = f"{x:.0e}".partition("e")
+    return f"{mantissa}e{int(exp)}"
+
+
+def _trajectory_share(p: dict[str, Any]) -> tuple[float, float]:
+    """(loss, weight) difference, each over its tolerance (inf when not compared)."""
+    tol = p.get("tolerance") if isinstance(p.get("tolerance"), dict) else {}
+    return (p.get("loss_rel_max", float("inf")) / (tol.get("loss_rel") or 1.0),
+            p.get("weight_rel_l2", float("inf")) / (tol.get("weight_rel_l2") or 1.0))
+
+
+def _severity(p: dict[str, Any]) -> tuple[bool, float]:
+    """How bad a parity verdict is: failed first, then its figure over its tolerance."""
+    basis, tol = p.get("basis", "quality"), p.get("tolerance")
+    if basis == "trajectory":
+        figure = max(_trajectory_share(p))
+    elif basis == "predictions":
+        figure = 0.0 if p.get("identical") else float("inf")
+    else:
+        figure = -float(p.get("gap", 0.0)) / (tol if isinstance(tol, float) and tol else 1.0)
+    return p.get("status") == "failed", figure
+
+
+def parity_text(p: dict[str, Any]) -> str:
+    """One verdict with its evidence: ``ok w 2e-7``, ``FAILED loss 3e-2 w 6e-3``,
+    ``ok identical``, ``FAILED differs``, ``ok``, ``FAILED -0.210`` (the quality gap)."""
+    ok = p.get("status") == "ok"
+    basis = p.get("basis", "quality")
+    if basis == "trajectory":
+        if "loss_rel_max" not in p:  # e.g. a different number of traced steps
+            return "ok" if ok else "FAILED steps differ"
+        loss, weight = p["loss_rel_max"], p["weight_rel_l2"]
+        if not ok:
+            return f"FAILED loss {_sci(loss)} w {_sci(weight)}"
+        loss_share, weight_share = _trajectory_share(p)
+        loss_worse = loss_share > weight_share
+        return f"ok loss {_sci(loss)}" if loss_worse else f"ok w {_sci(weight)}"
+    if basis == "predictions":
+        if ok:
+            return "ok identical"
+        return "FAILED differs" if not p.get("identical") else f"FAILED {p.get('gap', 0.0):+.3f}"
+    return "ok" if ok else f"FAILED {p.get('gap', 0.0):+.3f}"
+
+
+def parity_cell(parities: Iterable[dict[str, Any] | None]) -> str:
+    """The worst checked verdict of a configuration's repeats; ``base`` for the baseline,
+    ``-`` when none was checked. Any failure reads ``FAILED ...``."""
+    parities = [p for p in parities if p]
+    checked = [p for p in parities if p.get("status") in ("ok", "failed")]
+    if not checked:
+        return "base" if any(p.get("kind") == "baseline" for p in parities) else "-"
+    return parity_text(max(checked, key=_severity))
+
+
+def _parity(method: str, rs: Sequence[Result]) -> tuple[str, float | None, float | None, str]:
     if is_baseline(method):
-        return "base", None, None
+        return "base", None, None, "base"
     checked = [r.parity for r in rs if r.parity and r.parity.get("status") in ("ok", "failed")]
     if not checked:
-        return "unchecked", None, None
-    worst = min(checked, key=lambda p: p.get("gap", 0.0))
-    return worst["status"], worst.get("gap"), worst.get("tolerance")
+        return "unchecked", None, None, "-"
+    worst = max(checked, key=_severity)
+    tol = worst.get("tolerance")
+    return (worst["status"], worst.get("gap"), tol if isinstance(tol, float) else None,
+            parity_text(worst))
 
 
 def candidates(results: Iterable[Result]) -> list[Candidate]:
@@ -118,12 +208,12 @@ def candidates(results: Iterable[Result]) -> list[Candidate]:
         rate = _median(r.samples_per_s for r in rs) or samples.median
         if not rate:
             continue
-        status, gap, tol = _parity(key[1], rs)
+        status, gap, tol, text = _parity(key[1], rs)
         out.append(Candidate(
             key=key, results=tuple(rs), samples=samples, throughput=rate, parity=status,
-            parity_gap=gap, parity_tolerance=tol,
+            parity_gap=gap, parity_tolerance=tol, parity_text=text,
             peak_rss_mb=_median(r.peak_rss_mb for r in rs),
-            peak_gpu_mb=_median(r.peak_gpu_mb for r in rs),
+            peak_gpu_mb=_median(r.peak_gpu_mb for r in rs), busy=all(map(is_busy, rs)),
         ))
     return out
 
@@ -147,11 +237,9 @@ class Recommendation:
 
 
 def baseline_for(cand: Candidate, pool: Sequence[Candidate]) -> Candidate | None:
-    """Serial at the same batch and data options; else the same data options, any batch."""
-    serial = [c for c in pool if c.method == baseline_of(cand.method)
-              and data_options(c.options) == data_options(cand.options)]
-    exact = [c for c in serial if c.batch == cand.batch]
-    return (exact or serial or [None])[0]
+    """Serial with the same total cores, batch and data options (None: not in ``pool``)."""
+    key = find_baseline(cand.key, [c.key for c in pool], total_cores(cand.workers, cand.threads))
+    return next((c for c in pool if c.key == key), None)
 
 
 def recommend(results: Iterable[Result], baselines: Iterable[Result] = ()) -> list[Recommendation]:
@@ -219,9 +307,12 @@ def describe(rec: Recommendation) -> list[str]:
                   if rec.speedup_ci else "")
             head += f": {rec.speedup:.2f}x serial's throughput{ci}"
         else:
-            head += ": no serial case at this batch to compare with"
+            wanted = total_cores(b.workers, b.threads)
+            head += f": speedup unknown ({missing_hint(b.key, wanted)})"
         lines = [f"{head}; {b.throughput:,.0f} samples/s, peak {_mem(b)}"
                  f" [{b.samples.describe()}]"]
+        if b.busy:
+            lines.append(f"  {BUSY_WARNING}: re-run on a quiet machine before relying on it")
         if rec.runner_up is not None:
             r = rec.runner_up
             verdict = "significant" if rec.significant else "not significant"
@@ -233,7 +324,8 @@ def describe(rec: Recommendation) -> list[str]:
                          f" (Mann-Whitney p={rec.runner_up_p:.2f}{why})")
     for c in rec.failed_faster:
         gap = (f": quality gap {c.parity_gap:+.3f} beyond tolerance {c.parity_tolerance:.3f}"
-               if c.parity_gap is not None and c.parity_tolerance is not None else "")
+               if c.parity_gap is not None and c.parity_tolerance is not None
+               else f": {c.parity_text}")
         lines.append(f"  faster but FAILED parity, not recommended: {c.label()}, "
                      f"{c.throughput:,.0f} samples/s{gap}")
     for c in rec.unchecked_faster:

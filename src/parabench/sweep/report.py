@@ -5,12 +5,18 @@ Usage::
     rows = summarize(results, baselines=earlier_serial_results)
     print(format_table(rows))
 
-One row per (workload, method, device, workers, batch, profile, options). Speedup is the
-serial baseline's median steady-state epoch time divided by the method's, at equal work (same
-workload, device, profile and, where recorded, batch size); the baseline is serial from the
-same results or, failing that, from ``baselines`` (e.g. the serial case already in ``--out``
-that parity was checked against). Medians are over repeats; the spread column is the
-interquartile range of the per-repeat medians (0 with a single repeat). ``*`` marks the
+One row per (workload, method, device, workers x threads, batch, profile, options). Each row
+has two ratios of median steady-state epoch times, each naming its baseline run
+(:func:`parabench.sweep.compare.ratios`): ``speedup`` against serial with the same total cores
+(workers x threads threads) and ``scaling`` efficiency against serial at the row's threads per
+worker, divided by the workers; both at equal work (same workload, device, profile, batch and
+data options; never another batch). A missing baseline run leaves the ratio ``-`` and a legend
+line says what to add. Baselines come from the same results or, failing that, from
+``baselines`` (e.g. the serial cases already in ``--out``). Medians are over repeats; the
+spread column is the interquartile range of the per-repeat medians (0 with a single repeat).
+An epoch time marked ``~`` is one epoch only: it includes the warm-up, so it is not steady
+state. ``!`` marks a time measured on a busy machine (load above the cores in use). The parity
+column shows the evidence (:func:`parabench.sweep.recommend.parity_text`). ``*`` marks the
 fastest configuration whose parity holds (:mod:`parabench.sweep.recommend`). Cases a method cannot
 run at all (an unsupported workload) collapse into one ``n/a`` line; every other reason shows
 as one line (the result keeps the whole text).
@@ -27,8 +33,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from parabench.case.result import Result
-from parabench.sweep.compare import baseline_of, is_baseline, speedup
-from parabench.sweep.recommend import data_options, group_key, recommend
+from parabench.sweep.compare import Ratio, is_baseline, ratios, total_cores
+from parabench.sweep.recommend import group_key, is_busy, parity_cell, recommend
 
 #: the reason Method.check gives for a workload the method cannot train at all
 UNSUPPORTED_MARK = " does not support workload "
@@ -43,6 +49,8 @@ class Row:
     device: str
     workers: int
     batch_size: object
+    #: threads per worker (the group key's; 0 when unknown)
+    threads: int = 0
     options: str
     repeats: int
     status: str
@@ -50,8 +58,18 @@ class Row:
     epoch_s: float | None = None
     epoch_iqr_s: float | None = None
     samples_per_s: float | None = None
+    #: vs the baseline with the same total cores; ``baseline`` names that run
     speedup: float | None = None
     baseline: str | None = None
+    #: vs the baseline at ``threads`` threads, divided by the workers; ``scaling_baseline``
+    scaling_efficiency: float | None = None
+    scaling_baseline: str | None = None
+    #: what to run for a missing baseline (one hint per missing ratio)
+    missing: tuple[str, ...] = ()
+    #: False: every repeat ran a single epoch, so its time includes the warm-up
+    steady: bool = True
+    #: "load X > cores in use Y" when measured on a busy machine; "" otherwise
+    busy: str = ""
     quality: str = ""
     parity: str = "-"
     note: str = ""
@@ -84,13 +102,16 @@ def one_line(text: str, width: int = REASON_WIDTH) -> str:
     return first if len(first) <= width else first[: width - 3] + "..."
 
 
-def _parity(rs: list[Result]) -> str:
-    """'ok', 'FAILED -0.21' (the worst gap), or '-' when not checked."""
-    checked = [r.parity for r in rs if r.parity and r.parity.get("status") in ("ok", "failed")]
-    if not checked:
-        return "base" if any(r.parity and r.parity.get("kind") == "baseline" for r in rs) else "-"
-    worst = min(checked, key=lambda p: p["gap"])
-    return "ok" if worst["status"] == "ok" else f"FAILED {worst['gap']:+.3f}"
+def _busy(rs: list[Result], cores: int) -> str:
+    """'load 5.2 > cores in use 2' (with 'k/n repeats' when not all), or ''."""
+    busy = [r for r in rs if is_busy(r)]
+    if not busy:
+        return ""
+    loads = [v for r in busy for k in ("load_before", "load_after")
+             if isinstance(v := r.machine.get(k), int | float)]
+    text = (f"load {max(loads):.1f} > cores in use {cores}" if loads
+            else f"busy (cores in use {cores})")
+    return text + (f", {len(busy)}/{len(rs)} repeats" if len(busy) < len(rs) else "")
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -109,13 +130,14 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
 
     medians = _medians(groups)
     base_medians = {k: v for k, v in _medians(base_groups).items() if k not in medians}
+    all_times = {**base_medians, **medians}
     fastest = {rec.best.key for rec in recommend(results, baselines) if rec.best}
     rows = []
     for key, rs in groups.items():
-        workload, method, device, workers, batch, profile, options = key
+        workload, method, device, workers, batch, profile, options, threads = key
         ok = [r for r in rs if r.status == "ok"]
         ident = dict(workload=workload, method=method, device=device, workers=workers,
-                     batch_size=batch, options=options, profile=profile)
+                     batch_size=batch, options=options, profile=profile, threads=threads)
         if not ok:
             worst = rs[0]
             rows.append(Row(**ident, repeats=len(rs), status=worst.status,
@@ -126,19 +148,20 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
         times = [t for r in ok if (t := r.median_epoch_s) is not None]
         qualities = [r.quality.value for r in ok if r.quality and r.quality.value is not None]
         q_name = ok[0].quality.name if ok[0].quality else ""
-        base_key = (_baseline_key(key, medians) or _baseline_key(key, base_medians))
-        times_x = None
-        if base_key is not None and key in medians:
-            times_x = speedup({**medians, **base_medians}[base_key], medians[key])
+        figures = ratios(key, all_times)
         failed = len(rs) - len(ok)
         to_target_s, to_target = _to_target(ok)
         rows.append(Row(
-            **ident, repeats=len(ok), status="ok", parity=_parity(ok),
+            **ident, repeats=len(ok), status="ok", parity=parity_cell(r.parity for r in ok),
             epoch_s=statistics.median(times) if times else None,
             epoch_iqr_s=_iqr(times),
             samples_per_s=_median(r.samples_per_s for r in ok),
-            speedup=times_x,
-            baseline=f"{base_key[1]}/{base_key[2]} bs={base_key[4]}" if base_key else None,
+            speedup=figures.speedup.value, baseline=figures.speedup.baseline,
+            scaling_efficiency=figures.scaling_efficiency.value,
+            scaling_baseline=figures.scaling_efficiency.baseline,
+            missing=tuple(figures.as_dict()["missing"]),
+            steady=any(len(r.epoch_s) > 1 for r in ok),
+            busy=_busy(ok, total_cores(workers, threads)),
             quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
             note=f"{failed} repeat(s) not ok" if failed else "",
             peak_rss_mb=_median(r.peak_rss_mb for r in ok),
@@ -178,20 +201,15 @@ def _medians(groups: dict[tuple, list[Result]]) -> dict[tuple, float]:
     return medians
 
 
-def _baseline_key(key: tuple, medians: dict[tuple, float]) -> tuple | None:
-    """Serial (the method's baseline_method) at the same batch and data options; else the
-    same data options, any batch."""
-    workload, method, device, _workers, batch, profile, options = key
-    data = data_options(options)
-    serial = [c for c in sorted(medians)
-              if c[:3] == (workload, baseline_of(method), device) and c[5] == profile
-              and data_options(c[6]) == data]
-    exact = [c for c in serial if c[4] == batch]
-    return (exact or serial or [None])[0]
-
-
 def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
+
+
+def _ratio(value: float | None, baseline: str | None, spec: str, unit: str) -> str:
+    """``1.85x (t=2)``: the ratio and its baseline's threads; ``- (no t=2)`` when missing."""
+    if baseline is None:
+        return "-"
+    return Ratio(value=value, baseline=baseline).cell(spec, unit)
 
 
 def _memory(r: Row) -> str:
@@ -202,12 +220,15 @@ def _memory(r: Row) -> str:
 
 def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
     epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
+    epoch += ("" if r.steady or r.epoch_s is None else " ~") + (" !" if r.busy else "")
     tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
     if r.status == "ok" and r.note:
         tail += f" [{r.note}]"
-    return (r.workload, r.method + (" *" if r.fastest else ""), r.device, str(r.workers),
+    return (r.workload, r.method + (" *" if r.fastest else ""), r.device,
+            f"{r.workers}x{r.threads}" if r.threads else str(r.workers),
             str(r.batch_size), r.profile, r.options, str(r.repeats), epoch,
-            _fmt(r.samples_per_s, ",.0f"), "-" if r.speedup is None else f"{r.speedup:.2f}x",
+            _fmt(r.samples_per_s, ",.0f"), _ratio(r.speedup, r.baseline, ".2f", "x"),
+            _ratio(r.scaling_efficiency, r.scaling_baseline, ".2f", ""),
             _memory(r), r.parity, *(r.extra.get(h, "-") for h in extra_headers), tail)
 
 
@@ -226,8 +247,8 @@ def not_applicable(rows: Iterable[Row]) -> str:
 def format_table(rows: list[Row]) -> str:
     extra_headers = sorted({h for r in rows for h in r.extra})
     header = ("workload", "method", "device", "workers", "batch", "profile", "options", "n",
-              "epoch s (IQR)", "samples/s", "speedup", "peak MB", "parity", *extra_headers,
-              "quality / status")
+              "epoch s (IQR)", "samples/s", "speedup", "scaling", "peak MB", "parity",
+              *extra_headers, "quality / status")
     shown = [r for r in rows if not r.unsupported]
     lines = [header, *(_cells(r, extra_headers) for r in shown)]
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
@@ -240,4 +261,26 @@ def format_table(rows: list[Row]) -> str:
         out.append("* fastest configuration whose parity holds (per workload, device, profile)")
     if na := not_applicable(rows):
         out.append(na)
+    out.extend(legend(shown))
     return "\n".join(out)
+
+
+def legend(rows: list[Row]) -> list[str]:
+    """What the ratio columns and the ``~`` / ``!`` marks mean, and which baselines to add."""
+    ok = [r for r in rows if r.status == "ok"]
+    if not ok:
+        return []
+    lines = ["workers: processes x threads each; speedup: vs serial with the same total cores "
+             "(t=workers x threads);",
+             "scaling: speedup vs serial at the threads per worker (t=), / workers; each against "
+             "the same workload, device, profile, batch and data options"]
+    for hint in sorted({h for r in ok for h in r.missing}):
+        lines.append(f"missing baseline: {hint}")
+    if any(not r.steady for r in ok):
+        lines.append("~ one epoch only: its time includes the warm-up epoch, so it is not "
+                     "steady state (use --epochs 2 or more)")
+    for r in ok:
+        if r.busy:
+            lines.append(f"! {r.workload}/{r.method} {r.workers}x{r.threads}: measured on a busy "
+                         f"machine: {r.busy}")
+    return lines
