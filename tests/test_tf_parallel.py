@@ -155,7 +155,7 @@ def test_cli_compares_tf_multiworker_with_tf_serial(tmp_path: Path) -> None:
     assert multi.parity["status"] == "ok" and multi.parity["baseline"] == "tf_serial/cpu"
     assert multi.startup_s and multi.startup_s > 0 and multi.extra["tf_intra_op_threads"] == 1
     rows = {row.method: row for row in summarize(read_results(out))}
-    assert rows["tf_multiworker"].baseline == "tf_serial/cpu bs=64"  # speedup vs tf_serial
+    assert rows["tf_multiworker"].baseline == "tf_serial/cpu t=2 bs=64"  # vs tf_serial, 2 x 1
 
 
 # -- no TensorFlow needed -------------------------------------------------------------------
