@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from parabench.case.measure import TreeSampler, tree_cpu_seconds
+from parabench.case.measure import TreeSampler, pss_source, tree, tree_cpu_seconds, tree_memory
+from parabench.case.result import Result
 
 pytestmark = pytest.mark.cpu
 
@@ -36,3 +37,63 @@ def test_cpu_seconds_of_this_process_grow_with_work() -> None:
     before = tree_cpu_seconds(os.getpid())
     sum(i * i for i in range(2_000_000))
     assert tree_cpu_seconds(os.getpid()) - before > 0.01
+
+
+SHARED_MB = 128
+#: a parent maps SHARED_MB of anonymous *shared* memory, writes every page, forks two
+#: children that read every page, and all three wait on stdin: the pages are in each one's RSS
+SHARED = f"""
+import mmap, os, sys
+size = {SHARED_MB} * 2**20
+buf = mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS: the children map the same pages
+for i in range(0, size, 4096):
+    buf[i] = 1
+for _ in range(2):
+    if os.fork() == 0:
+        assert sum(buf[i] for i in range(0, size, 4096)) == size // 4096
+        os.write(1, b"ready\\n")  # one write: the two children's lines cannot interleave
+        sys.stdin.read()
+        os._exit(0)
+sys.stdin.read()
+os.wait(); os.wait()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PSS is read from /proc")
+def test_pss_counts_a_mapping_shared_by_the_workers_once() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", SHARED], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        for _ in range(2):  # both children have touched every page
+            assert proc.stdout.readline().startswith("ready")
+        sampler = TreeSampler(proc.pid)
+        sampler.sample()  # one instant; the first sample always reads PSS
+        counted = tree_memory(tree(proc.pid))
+    finally:
+        proc.communicate(input="", timeout=60)
+    assert counted.pss_read == 3 and counted.rss_fallback == 0, counted
+    assert sampler.pss_source == "pss" and sampler.pss_counts == {"pss": 3, "rss": 0}
+    # RSS counts the mapping in all three processes, PSS once: the interpreters themselves
+    # take a few MB each, far below the margins
+    pss, rss = sampler.peak_pss_mb, sampler.peak_rss_mb
+    assert pss is not None
+    assert SHARED_MB * 0.95 < pss < SHARED_MB * 1.5, (pss, rss)
+    assert rss > SHARED_MB * 2.9, (pss, rss)
+    fields = sampler.memory_fields(self_peak_mb=0.0)
+    assert fields["peak_pss_mb"] == round(pss, 1) and fields["peak_rss_mb"] == round(rss, 1)
+
+
+def test_pss_source_names_what_the_sum_is_made_of() -> None:
+    assert pss_source(3, 0) == "pss"
+    assert pss_source(0, 3) == "rss"
+    assert pss_source(2, 1) == "mixed"
+    assert pss_source(0, 0) == "rss"  # nothing read: there is no PSS figure
+
+
+def test_peak_mb_prefers_pss_and_falls_back_to_rss() -> None:
+    base = {"workload": "mlp", "method": "serial", "device": "cpu", "workers": 1,
+            "threads_per_worker": 1, "batch_size": 64, "epochs": 1, "profile": "tiny",
+            "seed": 0, "repeat": 0, "status": "ok"}
+    assert Result(**base, peak_rss_mb=900.0, peak_pss_mb=500.0).peak_mb == 500.0
+    assert Result(**base, peak_rss_mb=900.0).peak_mb == 900.0  # results from before PSS

@@ -5,12 +5,17 @@ Usage::
     result = run_isolated(config, workdir=Path(tmp), on_tick=lambda line: ...)
 
 The worker (``python -m parabench.case.execute``) gets the fair thread budget through the usual
-environment variables, a fresh session (``start_new_session``) so that the whole group can be
-killed, and its memory is sampled from here. A crash, a hang past ``config.timeout_s`` or a
+environment variables and ``OMP_WAIT_POLICY=PASSIVE`` unless the user set it (why:
+:mod:`parabench.case.machine`), a fresh session (``start_new_session``) so that the whole group
+can be killed, and its memory is sampled from here. A crash, a hang past ``config.timeout_s`` or a
 kill by the out-of-memory killer each becomes a result with that status and a reason; every
 process the case started is gone when this returns. A worker killed by SIGKILL is called
 ``oom`` only on evidence (the kernel's OOM-kill counters rose during the case); otherwise it
 is ``failed``, killed from outside the case.
+
+The result records the memory peaks (RSS and PSS sums, :mod:`parabench.case.measure`) and
+``machine``: the thread settings, the load and the other processes' CPU around the case, and
+whether the machine was busy (:mod:`parabench.case.machine`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import psutil
 
 from parabench.case.clock import now
 from parabench.case.execute import skipped
+from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.measure import TreeSampler
 from parabench.case.result import Result
 from parabench.case.target import salvage
@@ -41,8 +47,10 @@ _EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ ([0-9.]+)s loss ([-0-9.eE+naninf]+)$
 
 
 def worker_env(config: RunConfig) -> dict[str, str]:
+    """The worker's environment: thread budget, OpenMP wait policy, the runner's pid."""
     env = dict(os.environ)
     env.update({var: str(config.threads) for var in THREAD_VARS})
+    env["OMP_WAIT_POLICY"] = wait_policy(os.environ)[0]
     env["PYTHONUNBUFFERED"] = "1"
     env["PARABENCH_RUNNER_PID"] = str(os.getpid())
     return env
@@ -163,13 +171,15 @@ def run_isolated(
         sys.executable, "-m", "parabench.case.execute", json.dumps(config.to_dict()),
         str(result_path),
     ]
-    t0 = now()
+    env = worker_env(config)
     timed_out = False
     oom_before = oom_kill_counts()
+    watch = MachineWatch()
+    t0 = now()
     with out_log.open("wb") as out, err_log.open("wb") as err:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-            env=worker_env(config), start_new_session=True,
+            env=env, start_new_session=True,
         )
         with TreeSampler(proc.pid) as sampler:
             try:
@@ -188,6 +198,7 @@ def run_isolated(
             finally:  # also on Ctrl-C: nothing of the case may outlive the runner
                 kill_case(proc.pid, sampler.seen)
     wall = now() - t0
+    measured = watch.finish(case_cpu_s=sampler.cpu_s)
 
     if result_path.exists():
         result = Result.from_dict(json.loads(result_path.read_text()))
@@ -199,10 +210,15 @@ def run_isolated(
         result = _salvaged(config, status, reason, out_log)
     for path in (result_path, out_log, err_log):
         path.unlink(missing_ok=True)
-    self_peak = float(result.extra.get("self_max_rss_mb", 0.0))
+    memory = sampler.memory_fields(float(result.extra.get("self_max_rss_mb", 0.0)))
+    settings = thread_settings(env, wait_policy(os.environ)[1], result.extra.get("rank_threads"))
     return dataclasses.replace(
         result,
-        peak_rss_mb=round(max(sampler.peak_rss_mb, self_peak), 1),
+        peak_rss_mb=memory["peak_rss_mb"],
+        peak_pss_mb=memory["peak_pss_mb"],
+        extra={**result.extra, **memory["extra"]},
+        machine=machine_record(measured, settings=settings, workers=result.workers,
+                               threads_per_worker=result.threads_per_worker),
         wall_s=wall,
         env=fingerprint(),
         git_commit=git_commit(),

@@ -1,15 +1,32 @@
-"""Measuring a case's processes from the outside: peak memory and CPU time of a process tree.
+"""Measuring a case's processes from the outside: peak memory (RSS and PSS) and CPU time.
 
 Usage::
 
     with TreeSampler(pid) as sampler:      # samples every 50 ms in a daemon thread
         proc.wait()
-    sampler.peak_rss_mb, sampler.seen       # seen: {pid: create_time} of every process
+    sampler.peak_rss_mb, sampler.peak_pss_mb, sampler.pss_source, sampler.seen, sampler.cpu_s
 
-The peak is the largest *sum* of RSS over the root and all its descendants at one instant,
-so a multi-process method's memory is counted across every worker. Sampling can miss a spike
-shorter than the interval; the worker also reports its own ``ru_maxrss`` (exact for the
-process itself) and the runner takes the larger of the two.
+**Memory.** The peak is the largest *sum* over the root and all its descendants at one instant,
+so a multi-process method's memory is counted across every worker. Two sums are kept:
+
+* RSS (every tick, ``/proc/PID/statm``: microseconds): it counts a page shared by N
+  processes N times, so libtorch, copy-on-write pages after a fork and shared tensors make a
+  multi-process method look heavier than it is. ``peak_rss_mb``, kept for history.
+* PSS (``memory_full_info().pss``: each shared page split between the processes that map it,
+  so the sum counts it once). A process whose PSS is unreadable counts with its RSS, and the
+  source says so: ``"pss"``, ``"rss"`` (none readable) or ``"mixed"`` with the counts.
+  Reading PSS is not cheap: ``/proc/PID/smaps_rollup`` walks the page tables, measured here at
+  8 ms of CPU (12-19 ms wall) per read of one 770 MB torch process, about 10 ms per GB. At every
+  50 ms tick that would take a large share of a core away from the case it measures, so PSS is
+  read at most ``pss_budget`` (5 %) of the time: after a pass that took ``c`` seconds the next
+  waits ``c / pss_budget`` (small trees: every tick; 3 x 800 MB: about every 0.5 s). A memory
+  spike shorter than that can be missed by the PSS peak; the RSS peak still sees it.
+
+Sampling can miss a spike shorter than the interval; the worker also reports its own
+``ru_maxrss`` (exact for the process itself) and the runner takes the larger for RSS.
+
+The machine around the case (load, other processes' CPU, thread settings, ``busy``) is
+:mod:`parabench.case.machine`.
 """
 
 from __future__ import annotations
@@ -19,8 +36,12 @@ import resource
 import sys
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import psutil
+
+from parabench.case.clock import now
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -42,6 +63,41 @@ def tree_rss_bytes(procs: Iterable[psutil.Process]) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class TreeMemory:
+    """One instant's memory of a process tree: RSS sum, PSS sum (RSS where PSS was unreadable)."""
+
+    rss: int = 0
+    pss: int = 0
+    pss_read: int = 0  # processes whose PSS was read
+    rss_fallback: int = 0  # processes counted with their RSS instead
+
+
+def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
+    """RSS and PSS sums over ``procs`` (a process gone before its RSS is read is skipped)."""
+    rss = pss = read = fallback = 0
+    for p in procs:
+        try:
+            p_rss = p.memory_info().rss
+        except psutil.Error:
+            continue
+        rss += p_rss
+        try:
+            pss += p.memory_full_info().pss
+            read += 1
+        except (psutil.Error, AttributeError):  # no permission, gone, or no PSS on this OS
+            pss += p_rss
+            fallback += 1
+    return TreeMemory(rss, pss, read, fallback)
+
+
+def pss_source(pss_read: int, rss_fallback: int) -> str:
+    """What a PSS sum is made of: ``pss``, ``rss`` or ``mixed``."""
+    if rss_fallback == 0 and pss_read > 0:
+        return "pss"
+    return "rss" if pss_read == 0 else "mixed"
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of the live tree (children already reaped count in their parent).
 
@@ -52,8 +108,7 @@ def tree_cpu_seconds(pid: int) -> float:
     procs = tree(pid)
     if pid == os.getpid() and procs:
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-            usage = resource.getrusage(who)
-            total += usage.ru_utime + usage.ru_stime
+            total += _rusage_cpu_s(who)
         procs = procs[1:]
     for p in procs:
         try:
@@ -65,6 +120,11 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def _rusage_cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def self_max_rss_mb() -> float:
     """Peak RSS of this process so far (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -72,13 +132,21 @@ def self_max_rss_mb() -> float:
 
 
 class TreeSampler:
-    """Background sampler of a process tree's summed RSS; remembers every process it saw."""
+    """Background sampler of a process tree: peak RSS and PSS sums, CPU time, every process seen."""
 
-    def __init__(self, pid: int, interval_s: float = 0.05) -> None:
+    def __init__(self, pid: int, interval_s: float = 0.05, pss_budget: float = 0.05,
+                 relist_s: float = 0.5) -> None:
         self.pid = pid
         self.interval_s = interval_s
+        self.pss_budget = pss_budget  # the share of wall time PSS reading may take
+        self.relist_s = relist_s  # how often the tree is listed again (new processes)
+        self._procs: list[psutil.Process] = []
+        self._next_list = 0.0
         self.peak_bytes = 0
+        self.peak_pss: TreeMemory | None = None  # the PSS pass with the largest sum
+        self._next_pss = 0.0
         self._seen: dict[int, float] = {}
+        self._cpu: dict[tuple[int, float], float] = {}  # (pid, created) -> own CPU seconds
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="parabench-sampler", daemon=True)
@@ -88,20 +156,72 @@ class TreeSampler:
         return self.peak_bytes / 2**20
 
     @property
+    def peak_pss_mb(self) -> float | None:
+        """The PSS peak; None when no PSS could be read (then RSS is the only figure)."""
+        peak = self.peak_pss
+        if peak is None or pss_source(peak.pss_read, peak.rss_fallback) == "rss":
+            return None
+        return peak.pss / 2**20
+
+    @property
+    def pss_source(self) -> str:
+        peak = self.peak_pss
+        return "rss" if peak is None else pss_source(peak.pss_read, peak.rss_fallback)
+
+    @property
+    def pss_counts(self) -> dict[str, int]:
+        peak = self.peak_pss or TreeMemory()
+        return {"pss": peak.pss_read, "rss": peak.rss_fallback}
+
+    @property
     def seen(self) -> dict[int, float]:
         """Every process of the tree seen so far, as pid -> create time (to spot pid reuse)."""
         with self._lock:
             return dict(self._seen)
 
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds of every process seen, as last sampled (misses each one's last tick)."""
+        with self._lock:
+            return sum(self._cpu.values())
+
+    def _tree(self) -> list[psutil.Process]:
+        """The tree, listed again every ``relist_s``: listing reads every process's
+        ``/proc/PID/stat`` (3 ms of CPU here with 100 processes), reading a known one's
+        memory a few microseconds, and the runner shares the cores with the case it measures.
+        """
+        if now() >= self._next_list:
+            self._procs = tree(self.pid)
+            self._next_list = now() + self.relist_s
+        return self._procs
+
     def sample(self) -> None:
-        procs = tree(self.pid)
+        procs = self._tree()
         with self._lock:
             for p in procs:
                 try:
-                    self._seen.setdefault(p.pid, p.create_time())
+                    created = self._seen.setdefault(p.pid, p.create_time())
+                    t = p.cpu_times()
+                    self._cpu[(p.pid, created)] = t.user + t.system
                 except psutil.Error:
                     pass
         self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(procs))
+        start = now()
+        if start >= self._next_pss:
+            memory = tree_memory(procs)
+            if self.peak_pss is None or memory.pss > self.peak_pss.pss:
+                self.peak_pss = memory
+            self.peak_bytes = max(self.peak_bytes, memory.rss)
+            self._next_pss = now() + (now() - start) / self.pss_budget
+
+    def memory_fields(self, self_peak_mb: float = 0.0) -> dict[str, Any]:
+        """The result's memory figures: RSS peak (never below ``self_peak_mb``), PSS and source."""
+        pss = self.peak_pss_mb
+        return {
+            "peak_rss_mb": round(max(self.peak_rss_mb, self_peak_mb), 1),
+            "peak_pss_mb": None if pss is None else round(pss, 1),
+            "extra": {"peak_pss_source": self.pss_source, "peak_pss_processes": self.pss_counts},
+        }
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -59,6 +59,9 @@ class Result:
     loss: list[float] = field(default_factory=list)
     quality: QualityValue | None = None
     peak_rss_mb: float | None = None
+    #: peak of the PSS sum over the case's processes (shared pages counted once; see
+    #: parabench.case.measure); None when no PSS was readable. Its source: extra.peak_pss_source
+    peak_pss_mb: float | None = None
     peak_gpu_mb: float | None = None
     cpu_efficiency: float | None = None
     wall_s: float | None = None
@@ -82,7 +85,7 @@ class Result:
     #: of the first ``steps`` steps and a weight digest after them, from serial's initial
     #: weights and data order
     trace: dict[str, Any] | None = None
-    #: the machine around the case (see parabench.case.measure): load average and other
+    #: the machine around the case (see parabench.case.machine): load average and other
     #: processes' CPU share before/after, thread settings (OMP_WAIT_POLICY, ...), ``busy``
     machine: dict[str, Any] = field(default_factory=dict)
     #: the RunConfig as requested (top-level fields hold what actually ran)
@@ -101,6 +104,11 @@ class Result:
     def steady_epoch_s(self) -> list[float]:
         """Epoch times without the first (warm-up) epoch, when there is more than one."""
         return self.epoch_s[1:] if len(self.epoch_s) > 1 else list(self.epoch_s)
+
+    @property
+    def peak_mb(self) -> float | None:
+        """Peak memory: the PSS sum when recorded, else the RSS sum (older results)."""
+        return self.peak_pss_mb if self.peak_pss_mb is not None else self.peak_rss_mb
 
     @property
     def median_epoch_s(self) -> float | None:
