@@ -102,12 +102,14 @@ def test_the_worst_repeat_decides_the_parity_cell() -> None:
 
 
 def test_a_row_measured_on_a_busy_machine_says_so() -> None:
-    busy = {"busy": True, "load_before": 5.2, "load_after": 4.0}
-    quiet = {"busy": False, "load_before": 0.3, "load_after": 0.5}
+    busy = {"busy": True, "load_1m_before": 5.2, "load_1m_after": 4.0, "cores_in_use": 2,
+            "other_cores": 1.5}  # case/machine.py's keys
+    quiet = {"busy": False, "load_1m_before": 0.3, "load_1m_after": 0.5}
     results = [dataclasses.replace(case("cnn", "serial", 1), machine=quiet),
                dataclasses.replace(case("cnn", "ddp", 2), machine=busy)]
     rows = {r.method: r for r in summarize(results)}
-    assert rows["serial"].busy == "" and rows["ddp"].busy == "load 5.2 > cores in use 2"
+    assert rows["serial"].busy == ""
+    assert rows["ddp"].busy == "load 5.2 > cores in use 2, other processes used 1.50 cores"
     table = format_table(list(rows.values()))
     [line] = [ln for ln in table.splitlines() if ln.startswith("cnn") and "ddp" in ln]
     assert " !" in line and "! cnn/ddp 2x1: measured on a busy machine: load 5.2 > cores in use 2" \

@@ -107,10 +107,15 @@ def _busy(rs: list[Result], cores: int) -> str:
     busy = [r for r in rs if is_busy(r)]
     if not busy:
         return ""
-    loads = [v for r in busy for k in ("load_before", "load_after")
+    # case/machine.py's keys (load_1m_*), and the plain names a hand-made result may carry
+    loads = [v for r in busy for k in ("load_1m_before", "load_1m_after", "load_before",
+                                       "load_after")
              if isinstance(v := r.machine.get(k), int | float)]
+    others = [v for r in busy if isinstance(v := r.machine.get("other_cores"), int | float)]
+    cores = next((c for r in busy if isinstance(c := r.machine.get("cores_in_use"), int)), cores)
     text = (f"load {max(loads):.1f} > cores in use {cores}" if loads
             else f"busy (cores in use {cores})")
+    text += f", other processes used {max(others):.2f} cores" if others else ""
     return text + (f", {len(busy)}/{len(rs)} repeats" if len(busy) < len(rs) else "")
 
 
