@@ -97,3 +97,17 @@ def test_peak_mb_prefers_pss_and_falls_back_to_rss() -> None:
             "seed": 0, "repeat": 0, "status": "ok"}
     assert Result(**base, peak_rss_mb=900.0, peak_pss_mb=500.0).peak_mb == 500.0
     assert Result(**base, peak_rss_mb=900.0).peak_mb == 900.0  # results from before PSS
+
+
+def test_torchrun_sums_rank_pss_peaks_with_rss_where_pss_was_unreadable() -> None:
+    from parabench.torch.launch import summed_pss
+
+    both = {"rank_max_rss_mb": [700.0, 650.0], "rank_peak_pss_mb": [400.0, 380.5]}
+    assert summed_pss(both) == (780.5, {"peak_pss_source": "pss",
+                                        "peak_pss_processes": {"pss": 2, "rss": 0}})
+    one = {"rank_max_rss_mb": [700.0, 650.0], "rank_peak_pss_mb": [400.0, None]}
+    assert summed_pss(one) == (1050.0, {"peak_pss_source": "mixed",
+                                        "peak_pss_processes": {"pss": 1, "rss": 1}})
+    none = {"rank_max_rss_mb": [700.0, 650.0], "rank_peak_pss_mb": [None, None]}
+    assert summed_pss(none) == (None, {"peak_pss_source": "rss"})
+    assert summed_pss({"rank_max_rss_mb": [700.0]}) == (None, {"peak_pss_source": "rss"})

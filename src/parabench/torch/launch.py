@@ -20,8 +20,18 @@ variable, else torch's default) is applied with ``torch.set_num_threads`` and th
 then reports is what the result records. On CUDA each rank uses ``cuda:<LOCAL_RANK>``.
 
 Memory: ``peak_rss_mb`` is the sum over ranks of each process's own peak (``ru_maxrss``), an
-upper bound of the simultaneous peak. ``cpu_efficiency`` is left empty: one process cannot
-see the CPU time of ranks on other nodes.
+upper bound of the simultaneous peak. ``peak_pss_mb`` is the sum over ranks of each rank's
+sampled PSS peak (its own process tree, :class:`~parabench.case.measure.TreeSampler`): pages
+shared between ranks on one node count once, and a sum of per-rank peaks is again an upper
+bound of the simultaneous one; ``extra.peak_pss_source`` says whether every rank's PSS was
+readable. ``cpu_efficiency`` is left empty: one process cannot see the CPU time of ranks on
+other nodes.
+
+Machine: ``OMP_WAIT_POLICY`` defaults to PASSIVE as for the runner's cases (set here before
+torch loads its OpenMP runtime, unless the user set it; see :mod:`parabench.case.machine`).
+``machine`` is rank 0's node: its load before and after, the thread settings, and ``busy``
+judged from the load before (the other processes' CPU share needs every local rank's CPU
+time, which this process does not see: ``other_cores`` is null).
 """
 
 from __future__ import annotations
@@ -62,6 +72,9 @@ class TorchrunGroup:
     def start(self) -> TorchrunGroup:
         import torch
 
+        from parabench.case.measure import TreeSampler
+
+        self.sampler = TreeSampler(os.getpid()).__enter__()  # this rank's PSS peak
         t0 = now()
         backend = default_backend(self.device)
         init_group(rank=self.rank, world_size=self.world_size, local_rank=self.local_rank,
@@ -99,13 +112,21 @@ class TorchrunGroup:
         return [payload for _, payload in replies]
 
     def final_notes(self) -> dict[str, Any]:
-        """Per-rank peak RSS and hosts, gathered while the group still exists."""
+        """Per-rank peak RSS and PSS and hosts, gathered while the group still exists."""
         from parabench.case.measure import self_max_rss_mb
 
-        return {"rank_max_rss_mb": self.ctx.all_gather(round(self_max_rss_mb(), 1)),
+        pss = self.sampler.peak_pss_mb
+        mine = (round(self_max_rss_mb(), 1), None if pss is None else round(pss, 1),
+                self.sampler.pss_source)
+        rss, pss_mb, sources = zip(*self.ctx.all_gather(mine), strict=True)
+        return {"rank_max_rss_mb": list(rss), "rank_peak_pss_mb": list(pss_mb),
+                "rank_pss_source": list(sources),
                 "rank_hosts": [i["host"] for i in self.rank_info]}
 
     def close(self) -> None:
+        if getattr(self, "sampler", None) is not None:
+            self.sampler.__exit__(None, None, None)
+            self.sampler = None
         if not self.running:
             return
         self.running = False
@@ -191,17 +212,41 @@ def config_from(args: argparse.Namespace, threads: int) -> Any:
     )
 
 
-def finish(result: Any, wall_s: float) -> Any:
-    """The result as rank 0 writes it: summed rank peaks, environment, time stamp."""
+def summed_pss(extra: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
+    """The ranks' PSS peaks summed, and the source (every rank's, or RSS where PSS was not)."""
+    from parabench.case.measure import pss_source
+
+    pss, rss = extra.get("rank_peak_pss_mb") or [], extra.get("rank_max_rss_mb") or []
+    read = sum(p is not None for p in pss)
+    if not pss or read == 0 or len(pss) != len(rss):
+        return None, {"peak_pss_source": "rss"}
+    total = sum(p if p is not None else r for p, r in zip(pss, rss, strict=True))
+    source = pss_source(read, len(pss) - read)
+    return round(total, 1), {"peak_pss_source": source,
+                             "peak_pss_processes": {"pss": read, "rss": len(pss) - read}}
+
+
+def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "user") -> Any:
+    """The result as rank 0 writes it: summed rank peaks, machine, environment, time stamp."""
+    from parabench.case.machine import machine_record, thread_settings
     from parabench.envinfo import fingerprint, git_commit
 
     peaks = result.extra.get("rank_max_rss_mb") or []
+    pss, pss_extra = summed_pss(result.extra)
+    hosts = result.extra.get("rank_hosts") or []
+    local = sum(h == hosts[0] for h in hosts) if hosts else 1  # ranks on rank 0's node
+    machine = {} if watch is None else machine_record(
+        watch.finish(case_cpu_s=None),
+        settings=thread_settings(os.environ, policy_source, result.extra.get("rank_threads")),
+        workers=local, threads_per_worker=result.threads_per_worker)
     return dataclasses.replace(
         result,
         peak_rss_mb=round(sum(peaks), 1) if peaks else None,
+        peak_pss_mb=pss,
+        machine=machine,
         cpu_efficiency=None,
         wall_s=wall_s,
-        extra={**result.extra, "launcher": "torchrun",
+        extra={**result.extra, **pss_extra, "launcher": "torchrun",
                "world_size": int(os.environ["WORLD_SIZE"]),
                "nnodes": len(set(result.extra.get("rank_hosts") or [])) or None},
         env=fingerprint(),
@@ -210,11 +255,26 @@ def finish(result: Any, wall_s: float) -> Any:
     )
 
 
+def default_wait_policy() -> str:
+    """Set PASSIVE unless the user chose, as the runner does; returns where it came from.
+
+    Only before torch loads its OpenMP runtime, which reads the variable once.
+    """
+    from parabench.case.machine import wait_policy
+
+    policy, source = wait_policy(os.environ)
+    if "torch" in sys.modules and source != "user":
+        return "runtime default (torch was loaded before parabench could set it)"
+    os.environ["OMP_WAIT_POLICY"] = policy
+    return source
+
+
 def main(argv: list[str] | None = None) -> int:
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         print("run me under torchrun (RANK / WORLD_SIZE are not set); on one machine "
               "`parabench run --method ddp --workers N` does the same", file=sys.stderr)
         return 2
+    policy_source = default_wait_policy()
     args = parse_args(argv)
     threads = set_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
                           or _torch_default_threads())
@@ -222,12 +282,15 @@ def main(argv: list[str] | None = None) -> int:
     from parabench.case.result import append_result
 
     rank = int(os.environ["RANK"])
+    from parabench.case.machine import MachineWatch
+
+    watch = MachineWatch() if rank == 0 else None
     t0 = now()
     say = (lambda msg: print(msg, flush=True)) if rank == 0 else None
     # the one case lifecycle, with its ranks taken from torchrun instead of a spawned pool
     result = execute(config_from(args, threads), progress=say, launcher=TorchrunLauncher())
     if rank == 0:
-        result = finish(result, now() - t0)
+        result = finish(result, now() - t0, watch, policy_source)
         append_result(args.out, result)
         print(f"{result.status}: {args.workload}/{args.method} x{result.workers} -> {args.out}"
               + (f" ({result.reason})" if result.reason else ""), flush=True)
