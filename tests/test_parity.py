@@ -162,3 +162,13 @@ def test_a_result_can_declare_itself_statistical(monkeypatch: pytest.MonkeyPatch
     assert parity["basis"] == "quality" and parity["status"] == "ok"  # the trace is not used
     assert parity_module.parity_kind(_result("wide_serial", 0.8)) == ("exact", None)
 
+
+
+def test_a_loss_spread_is_relative_to_its_mean(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = {"mlp": {"tiny": {"std": 0.002, "mean": 0.04, "command": "c", "date": "d"}}}
+    monkeypatch.setattr(spread, "table", lambda: table)
+    serial = _result("serial", 0.040, higher=False)
+    parity = assess(_result("fedavg", 0.045, higher=False), [serial])  # 12.5 % worse
+    assert parity["spread"] == pytest.approx(0.05)  # std / mean
+    assert parity["tolerance"] == pytest.approx(3 * 0.05 * 0.040)
+    assert parity["status"] == "ok" and parity["gap"] == pytest.approx(-0.005)

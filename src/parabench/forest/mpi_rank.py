@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import hmac
+import importlib
 import json
 import os
 import pickle
@@ -189,7 +190,11 @@ class Rank:
                 gathered = self.comm.gather((part, seconds, error), root=0)
                 if self.comm.rank == 0:
                     assert channel is not None
-                    channel.send(_reply(gathered))
+                    channel.send(self.reply(gathered))
+
+    def reply(self, gathered: list[tuple[Any, float, str | None]]) -> tuple[Any, ...]:
+        """Rank 0's answer to a fit from every rank's (slice, seconds, error), in rank order."""
+        return _reply(gathered)
 
 
 def _next_command(comm: Any, channel: Channel | None) -> tuple[Any, ...]:
@@ -217,13 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m parabench.forest.mpi_rank")
     parser.add_argument("--connect", required=True, help="HOST:PORT of the session's socket")
     parser.add_argument("--config", required=True, help="the case's RunConfig as JSON")
+    parser.add_argument("--rank-class", default=None,
+                        help="module:Class of a Rank subclass (tests plant bugs this way)")
     args = parser.parse_args(argv)
 
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     try:
-        rank = Rank(comm, args.config)
+        rank = _rank_class(args.rank_class)(comm, args.config)
     except Exception:
         traceback.print_exc()
         comm.Abort(2)  # one rank cannot load: no rank may hang in the barrier below
@@ -244,6 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _rank_class(path: str | None) -> type[Rank]:
+    if path is None:
+        return Rank
+    module, _, name = path.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, Rank)):
+        raise TypeError(f"--rank-class {path} is not a Rank subclass")
+    return cls
+
+
 def _connect(address: str) -> Channel:
     """Rank 0's authenticated channel to the session (the key from the environment)."""
     key = bytes.fromhex(os.environ.pop(KEY_ENV, ""))
@@ -257,4 +274,8 @@ def _connect(address: str) -> Channel:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the importable module's main, so that its Rank is the class a --rank-class
+    # subclass (imported from parabench.forest.mpi_rank) derives from, not __main__'s copy
+    from parabench.forest import mpi_rank
+
+    sys.exit(mpi_rank.main())

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 
@@ -72,6 +72,9 @@ def launcher() -> str:
 
 
 class MPIForestSession(ForestSession):
+    #: "module:Class" of the ranks' :class:`~parabench.forest.mpi_rank.Rank` (None: that one)
+    rank_class: ClassVar[str | None] = None
+
     def __init__(self, workload: EstimatorWorkload, config: RunConfig) -> None:
         super().__init__(workload, config)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -115,6 +118,7 @@ class MPIForestSession(ForestSession):
             launcher(), "-n", str(self.config.workers),
             sys.executable, "-m", "parabench.forest.mpi_rank",
             "--connect", f"{LOOPBACK}:{port}", "--config", json.dumps(self.config.to_dict()),
+            *(["--rank-class", self.rank_class] if self.rank_class else []),
         ]
 
     def _env(self) -> dict[str, str]:

@@ -5,23 +5,24 @@ Usage::
     parabench run --workload cnn --method fedavg --workers 2 --clients 4 --split noniid
     parabench run --workload mlp --method fedavg --workers 2 --epochs 12 --split iid,noniid
 
-One epoch of the result is one **round**: every client trains ``local_epochs`` passes over its
-own shard starting from the global model, then the server averages the clients' weights by
-sample count. ``epoch_s`` is the round's slowest rank between barriers, ``samples`` counts all
-samples the clients processed in the round (E x the training set), the loss is the
-sample-weighted mean of the clients' losses. Worker processes are ranks of a persistent
+A round: every client trains ``local_epochs`` E passes over its own shard starting from the
+global model, then the server averages the clients' weights by sample count. One epoch of the
+result is ``clients / local_epochs`` rounds, so that each client processes serial's epoch of
+samples (equal work per learner; E must divide the clients). ``epoch_s`` is the epoch's
+slowest rank between barriers, ``samples`` counts all samples the clients processed (K x the
+training set), ``extra["samples_per_client"]`` each client's, the loss is the sample-weighted
+mean of the clients' losses. Worker processes are ranks of a persistent
 :class:`~parabench.case.pool.WorkerPool` (gloo on CPU, NCCL with one GPU per rank on
 CUDA); each hosts ``clients / workers`` clients, trained one after another, and the average is
 one all-reduce of the sample-weighted parameters and buffers. Splits (IID, Dirichlet 0.5
 non-IID), the per-client batch, optimizer state, buffers and the time components
 (``communication``, ``idle``) are described in :mod:`parabench.torch.fedavg`.
 
-How many rounds: each client steps on the workload's batch over n / K samples, so one round
-of one local epoch is 1 / K of a serial epoch's steps per client. ``rounds = K x serial's
-epochs`` (E = 1) reaches serial's held-out quality on IID and non-IID splits (the tests'
-rule); equal rounds do not (mlp tiny, 4 clients, 3 rounds: about 0.5 accuracy against
-serial's 0.77), and putting the same work into fewer rounds of more local epochs lets
-non-IID clients drift apart between averages.
+Why K / E rounds an epoch: each client steps on the workload's batch over n / K samples, so
+one round of one local epoch is 1 / K of a serial epoch's steps per client. Equal rounds fall
+short for that reason alone (mlp tiny, 4 clients, 3 rounds: about 0.5 accuracy against
+serial's 0.77; ``--epochs 2``: -0.092, and -0.26 with 4 non-IID clients); K rounds per
+serial epoch reach serial's quality on IID and non-IID splits (:mod:`parabench.torch.fedavg`).
 
 FedAvg is not serial's mathematics (K > 1 clients drift apart between averages), so
 ``parity = "statistical"``: held-out quality must come within
@@ -69,7 +70,10 @@ class FedAvg(Method):
             return reason
         if config.device == "cuda" and config.workers > (gpus := hardware.cuda_device_count()):
             return f"fedavg uses one GPU per worker: {config.workers} asked, {gpus} here"
-        k = clients_for(config)
+        k, local = clients_for(config), config.option("local_epochs", 1)
+        if k % local:
+            return (f"--local-epochs {local} must divide the {k} clients: one fedavg epoch is "
+                    f"clients / local_epochs rounds, each client processing serial's samples")
         if k < config.workers or k % config.workers:
             return (f"{k} clients cannot be spread evenly over {config.workers} workers "
                     f"(each worker hosts clients / workers; use --clients a multiple of it)")

@@ -93,18 +93,25 @@ def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:
     return None
 
 
-def spread_for(workload_name: str, profile: str) -> dict[str, Any]:
-    """The seed spread statistical parity uses: ``spread``, ``spread_source`` (+ ``reason``)."""
+def spread_for(workload_name: str, profile: str, higher_is_better: bool = True
+               ) -> dict[str, Any]:
+    """The seed spread statistical parity uses: ``spread``, ``spread_source`` (+ ``reason``).
+
+    For a lower-is-better metric (a loss) the tolerance is relative to the baseline
+    (:func:`~parabench.sweep.compare.parity_tolerance`), so the spread is too: std / mean.
+    """
     entry = seed_spread(workload_name, profile)
     if entry is None:
         return {"spread": FALLBACK_SPREAD, "spread_source": "fallback",
                 "reason": missing_reason(workload_name, profile)}
-    return {"spread": entry.std, "spread_source": entry.source}
+    spread = entry.std if higher_is_better else entry.relative()
+    return {"spread": spread, "spread_source": entry.source}
 
 
 def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
               higher_is_better: bool) -> float:
-    spread = 0.0 if kind == "exact" else spread_for(workload_name, profile)["spread"]
+    spread = (0.0 if kind == "exact"
+              else spread_for(workload_name, profile, higher_is_better)["spread"])
     return parity_tolerance(kind, baseline_value, higher_is_better, spread)
 
 
@@ -132,7 +139,7 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
     q, q0 = result.quality.value, base.quality.value
     better_high = result.quality.higher_is_better
     gap = quality_gap(q, q0, better_high)
-    spread = {} if kind == "exact" else spread_for(result.workload, result.profile)
+    spread = {} if kind == "exact" else spread_for(result.workload, result.profile, better_high)
     tol = parity_tolerance(kind, q0, better_high, spread.get("spread", 0.0))
     out = {
         "status": "ok" if parity_holds(gap, tol) else "failed",

@@ -30,10 +30,15 @@ SCRIPT = "scripts/seed_spread.py"
 
 @dataclass(frozen=True)
 class SpreadEntry:
-    """One measured spread: the sample std of serial's quality over ``seeds``."""
+    """One measured spread: the sample std of serial's quality over ``seeds``, and its mean."""
 
     std: float
     source: str
+    mean: float | None = None
+
+    def relative(self) -> float:
+        """std / |mean|: the spread of a lower-is-better metric, whose tolerance is relative."""
+        return self.std / abs(self.mean) if self.mean else self.std
 
 
 @cache
@@ -49,7 +54,8 @@ def seed_spread(workload: str, profile: str) -> SpreadEntry | None:
     entry = table().get(workload, {}).get(profile)
     if entry is not None:
         return SpreadEntry(float(entry["std"]),
-                           f"{TABLE.name}: {entry['command']} ({entry['date']})")
+                           f"{TABLE.name}: {entry['command']} ({entry['date']})",
+                           float(entry["mean"]) if "mean" in entry else None)
     from parabench.registry import workloads  # late: the registry imports every workload
 
     declared = workloads.get(workload).seed_spread if workload in workloads else {}
