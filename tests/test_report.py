@@ -237,7 +237,8 @@ def test_version_help_and_dry_run(tmp_path: Path) -> None:
                "--profile", "tiny", "--dry-run", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "run   mlp/ddp cpu w=2" in proc.stdout and "skip  mlp/threads" in proc.stdout
-    assert "5 case(s) planned: 3 to run, 2 skipped; estimated" in proc.stdout
+    assert "run   mlp/serial cpu w=1 t=1" in proc.stdout  # ddp 2 x 1's scaling baseline
+    assert "6 case(s) planned: 4 to run, 2 skipped; estimated" in proc.stdout
     assert not out.exists()
 
 
