@@ -14,6 +14,7 @@ from parabench.case.machine import (
     BUSY_SLACK_CORES,
     is_busy,
     machine_record,
+    other_cores,
     thread_settings,
     wait_policy,
 )
@@ -50,6 +51,14 @@ def test_load_decides_only_without_the_cpu_share() -> None:
     assert is_busy(cores=2, cores_in_use=2, other_cores=None, load_before=6.0)
     assert not is_busy(cores=2, cores_in_use=1, other_cores=None, load_before=1.2)
     assert not is_busy(cores=2, cores_in_use=2, other_cores=None, load_before=None)
+
+
+def test_other_cores_is_the_cpu_nobody_in_the_case_used() -> None:
+    # 10 s on 2 cores: 20 busy CPU seconds, 12 the case's, 1 the runner's -> 0.7 cores
+    assert other_cores(busy_cpu_s=20.0, case_cpu_s=12.0, runner_cpu_s=1.0,
+                       wall_s=10.0) == pytest.approx(0.7)
+    # the case's figure rounded past the busy time (clock ticks): nobody else, not negative
+    assert other_cores(busy_cpu_s=5.0, case_cpu_s=5.02, runner_cpu_s=0.0, wall_s=5.0) == 0.0
 
 
 def test_passive_unless_the_user_chose() -> None:

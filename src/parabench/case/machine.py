@@ -84,6 +84,13 @@ def is_busy(*, cores: int, cores_in_use: int, other_cores: float | None,
     return False
 
 
+def other_cores(*, busy_cpu_s: float, case_cpu_s: float, runner_cpu_s: float,
+                wall_s: float) -> float:
+    """Cores other processes kept busy on average: the cores' busy CPU seconds during the
+    case minus the case's and the runner's, over the wall time (never below 0: tick rounding)."""
+    return max(0.0, busy_cpu_s - case_cpu_s - runner_cpu_s) / wall_s
+
+
 def load_1m() -> float | None:
     try:
         return round(os.getloadavg()[0], 2)
@@ -134,7 +141,8 @@ class MachineWatch:
         children = _rusage_cpu_s(resource.RUSAGE_CHILDREN) - self._children0
         case = max(case_cpu_s, children)
         runner = _rusage_cpu_s(resource.RUSAGE_SELF) - self._self0
-        other = max(0.0, busy1 - self._busy0 - case - runner) / wall
+        other = other_cores(busy_cpu_s=busy1 - self._busy0, case_cpu_s=case,
+                            runner_cpu_s=runner, wall_s=wall)
         out.update(case_cpu_s=round(case, 3), runner_cpu_s=round(runner, 3),
                    other_cores=round(other, 3), other_cpu_share=round(other / self.cores, 3))
         return out
