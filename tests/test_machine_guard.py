@@ -106,4 +106,5 @@ def test_every_cli_result_records_the_machine_and_both_peaks(tmp_path: Path) -> 
     assert result.extra["peak_pss_source"] == "pss"
     assert result.peak_pss_mb is not None and result.peak_rss_mb is not None
     assert 0 < result.peak_pss_mb <= result.peak_rss_mb
+    assert 0 < result.extra["peak_pss_file_mb"] < result.peak_pss_mb  # libraries' share
     assert result.peak_mb == result.peak_pss_mb

@@ -73,6 +73,7 @@ def test_pss_counts_a_mapping_shared_by_the_workers_once() -> None:
     finally:
         proc.communicate(input="", timeout=60)
     assert counted.pss_read == 3 and counted.rss_fallback == 0, counted
+    assert 0 < counted.pss_file < counted.pss  # the interpreters' files; the mapping is not one
     assert sampler.pss_source == "pss" and sampler.pss_counts == {"pss": 3, "rss": 0}
     # RSS counts the mapping in all three processes, PSS once: the interpreters themselves
     # take a few MB each, far below the margins
@@ -82,6 +83,7 @@ def test_pss_counts_a_mapping_shared_by_the_workers_once() -> None:
     assert rss > SHARED_MB * 2.9, (pss, rss)
     fields = sampler.memory_fields(self_peak_mb=0.0)
     assert fields["peak_pss_mb"] == round(pss, 1) and fields["peak_rss_mb"] == round(rss, 1)
+    assert 0 < fields["extra"]["peak_pss_file_mb"] < SHARED_MB * 0.5
 
 
 def test_pss_source_names_what_the_sum_is_made_of() -> None:

@@ -15,6 +15,13 @@ so a multi-process method's memory is counted across every worker. Two sums are 
 * PSS (``memory_full_info().pss``: each shared page split between the processes that map it,
   so the sum counts it once). A process whose PSS is unreadable counts with its RSS, and the
   source says so: ``"pss"``, ``"rss"`` (none readable) or ``"mixed"`` with the counts.
+  Caveat: PSS splits a page between *every* process that maps it, also processes outside the
+  case. Shared libraries (libtorch: a few hundred MB of file-backed pages) are split with any
+  other torch process on the machine, so the same case reads lower next to other jobs (here:
+  serial mlp tiny at 460 MB PSS for 882 MB RSS, with other torch processes running). The
+  file-backed part at the peak is recorded (``extra.peak_pss_file_mb``): ``peak_pss_mb`` minus
+  it (anonymous and shared memory, shared only within the case as a rule) hardly depends on
+  the neighbours.
   Reading PSS is not cheap: ``/proc/PID/smaps_rollup`` walks the page tables, measured here at
   8 ms of CPU (12-19 ms wall) per read of one 770 MB torch process, about 10 ms per GB. At every
   50 ms tick that would take a large share of a core away from the case it measures, so PSS is
@@ -37,6 +44,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -71,11 +79,25 @@ class TreeMemory:
     pss: int = 0
     pss_read: int = 0  # processes whose PSS was read
     rss_fallback: int = 0  # processes counted with their RSS instead
+    pss_file: int = 0  # the file-backed part of ``pss`` where the kernel reports it
+
+
+def _pss(p: psutil.Process) -> tuple[int, int]:
+    """(PSS, its file-backed part) in bytes: ``smaps_rollup`` read once, else psutil's PSS."""
+    try:
+        text = Path(f"/proc/{p.pid}/smaps_rollup").read_text()
+    except OSError:
+        return p.memory_full_info().pss, 0  # no rollup (old kernel, other OS): psutil's way
+    fields = dict(line.split(":", 1) for line in text.splitlines()[1:] if ":" in line)
+    kib = {k: int(v.split()[0]) * 1024 for k, v in fields.items() if k.startswith("Pss")}
+    if "Pss" not in kib:
+        return p.memory_full_info().pss, 0
+    return kib["Pss"], kib.get("Pss_File", 0)
 
 
 def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
     """RSS and PSS sums over ``procs`` (a process gone before its RSS is read is skipped)."""
-    rss = pss = read = fallback = 0
+    rss = pss = read = fallback = pss_file = 0
     for p in procs:
         try:
             p_rss = p.memory_info().rss
@@ -83,12 +105,12 @@ def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
             continue
         rss += p_rss
         try:
-            pss += p.memory_full_info().pss
-            read += 1
+            p_pss, p_file = _pss(p)
+            pss, pss_file, read = pss + p_pss, pss_file + p_file, read + 1
         except (psutil.Error, AttributeError):  # no permission, gone, or no PSS on this OS
             pss += p_rss
             fallback += 1
-    return TreeMemory(rss, pss, read, fallback)
+    return TreeMemory(rss, pss, read, fallback, pss_file)
 
 
 def pss_source(pss_read: int, rss_fallback: int) -> str:
@@ -220,7 +242,9 @@ class TreeSampler:
         return {
             "peak_rss_mb": round(max(self.peak_rss_mb, self_peak_mb), 1),
             "peak_pss_mb": None if pss is None else round(pss, 1),
-            "extra": {"peak_pss_source": self.pss_source, "peak_pss_processes": self.pss_counts},
+            "extra": {"peak_pss_source": self.pss_source, "peak_pss_processes": self.pss_counts,
+                      "peak_pss_file_mb": round((self.peak_pss or TreeMemory()).pss_file / 2**20,
+                                                1)},
         }
 
     def _run(self) -> None:
