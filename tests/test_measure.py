@@ -113,3 +113,17 @@ def test_torchrun_sums_rank_pss_peaks_with_rss_where_pss_was_unreadable() -> Non
     none = {"rank_max_rss_mb": [700.0, 650.0], "rank_peak_pss_mb": [None, None]}
     assert summed_pss(none) == (None, {"peak_pss_source": "rss"})
     assert summed_pss({"rank_max_rss_mb": [700.0]}) == (None, {"peak_pss_source": "rss"})
+
+
+def test_case_memory_counts_file_pages_once_whatever_runs_beside() -> None:
+    """Libraries are file-backed and PSS splits them with every process on the machine, also
+    outside the case; the case figure counts them once, whole (the largest process's RssFile)."""
+    from parabench.case.measure import TreeMemory
+
+    # two ranks: 200 MB anonymous each, libtorch (400 MB file RSS) split 4 ways machine-wide
+    alone = TreeMemory(rss=1200 << 20, pss=(200 + 200 + 200 + 200) << 20, pss_read=2,
+                       pss_file=400 << 20, file_rss_max=400 << 20)
+    crowded = TreeMemory(rss=1200 << 20, pss=(200 + 100 + 200 + 100) << 20, pss_read=2,
+                         pss_file=200 << 20, file_rss_max=400 << 20)
+    assert alone.case_bytes == crowded.case_bytes == (200 + 200 + 400) << 20
+    assert TreeMemory(pss=5, pss_read=1).case_bytes == 5  # no split reported: plain PSS

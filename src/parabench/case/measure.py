@@ -19,9 +19,11 @@ so a multi-process method's memory is counted across every worker. Two sums are 
   case. Shared libraries (libtorch: a few hundred MB of file-backed pages) are split with any
   other torch process on the machine, so the same case reads lower next to other jobs (here:
   serial mlp tiny at 460 MB PSS for 882 MB RSS, with other torch processes running). The
-  file-backed part at the peak is recorded (``extra.peak_pss_file_mb``): ``peak_pss_mb`` minus
-  it (anonymous and shared memory, shared only within the case as a rule) hardly depends on
-  the neighbours.
+  file-backed part at the peak is recorded (``extra.peak_pss_file_mb``). So ``peak_pss_mb``
+  counts file-backed pages once *within the case* instead: the anonymous and shared-memory
+  PSS (shared only within the case as a rule) summed, plus the largest process's file-backed
+  RSS (``RssFile`` in ``/proc/PID/status``: the libraries every rank maps, counted once and
+  whole, whatever runs beside the case). Where the kernel reports no split, plain PSS.
   Reading PSS is not cheap: ``/proc/PID/smaps_rollup`` walks the page tables, measured here at
   8 ms of CPU (12-19 ms wall) per read of one 770 MB torch process, about 10 ms per GB. At every
   50 ms tick that would take a large share of a core away from the case it measures, so PSS is
@@ -80,24 +82,44 @@ class TreeMemory:
     pss_read: int = 0  # processes whose PSS was read
     rss_fallback: int = 0  # processes counted with their RSS instead
     pss_file: int = 0  # the file-backed part of ``pss`` where the kernel reports it
+    file_rss_max: int = 0  # the largest process's file-backed RSS (0: not reported)
+
+    @property
+    def case_bytes(self) -> int:
+        """PSS with file-backed pages counted once in the case, not split with neighbours."""
+        if not (self.pss_file and self.file_rss_max):
+            return self.pss
+        return self.pss - self.pss_file + self.file_rss_max
 
 
-def _pss(p: psutil.Process) -> tuple[int, int]:
-    """(PSS, its file-backed part) in bytes: ``smaps_rollup`` read once, else psutil's PSS."""
+def _pss(p: psutil.Process) -> tuple[int, int, int]:
+    """(PSS, its file-backed part, file-backed RSS) in bytes: ``smaps_rollup`` and ``status``
+    read once, else psutil's PSS alone."""
     try:
         text = Path(f"/proc/{p.pid}/smaps_rollup").read_text()
     except OSError:
-        return p.memory_full_info().pss, 0  # no rollup (old kernel, other OS): psutil's way
+        return p.memory_full_info().pss, 0, 0  # no rollup (old kernel, other OS): psutil's way
     fields = dict(line.split(":", 1) for line in text.splitlines()[1:] if ":" in line)
     kib = {k: int(v.split()[0]) * 1024 for k, v in fields.items() if k.startswith("Pss")}
     if "Pss" not in kib:
-        return p.memory_full_info().pss, 0
-    return kib["Pss"], kib.get("Pss_File", 0)
+        return p.memory_full_info().pss, 0, 0
+    return kib["Pss"], kib.get("Pss_File", 0), _file_rss(p.pid)
+
+
+def _file_rss(pid: int) -> int:
+    """``RssFile`` of ``/proc/PID/status`` in bytes (0 when unreadable)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
     """RSS and PSS sums over ``procs`` (a process gone before its RSS is read is skipped)."""
-    rss = pss = read = fallback = pss_file = 0
+    rss = pss = read = fallback = pss_file = file_rss = 0
     for p in procs:
         try:
             p_rss = p.memory_info().rss
@@ -105,12 +127,13 @@ def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
             continue
         rss += p_rss
         try:
-            p_pss, p_file = _pss(p)
+            p_pss, p_file, p_file_rss = _pss(p)
             pss, pss_file, read = pss + p_pss, pss_file + p_file, read + 1
+            file_rss = max(file_rss, p_file_rss)
         except (psutil.Error, AttributeError):  # no permission, gone, or no PSS on this OS
             pss += p_rss
             fallback += 1
-    return TreeMemory(rss, pss, read, fallback, pss_file)
+    return TreeMemory(rss, pss, read, fallback, pss_file, file_rss)
 
 
 def pss_source(pss_read: int, rss_fallback: int) -> str:
@@ -183,7 +206,7 @@ class TreeSampler:
         peak = self.peak_pss
         if peak is None or pss_source(peak.pss_read, peak.rss_fallback) == "rss":
             return None
-        return peak.pss / 2**20
+        return peak.case_bytes / 2**20
 
     @property
     def pss_source(self) -> str:
@@ -231,7 +254,7 @@ class TreeSampler:
         start = now()
         if start >= self._next_pss:
             memory = tree_memory(procs)
-            if self.peak_pss is None or memory.pss > self.peak_pss.pss:
+            if self.peak_pss is None or memory.case_bytes > self.peak_pss.case_bytes:
                 self.peak_pss = memory
             self.peak_bytes = max(self.peak_bytes, memory.rss)
             self._next_pss = now() + (now() - start) / self.pss_budget
