@@ -4,6 +4,7 @@ Usage::
 
     python scripts/weight_drift.py                 # mlp and cnn, the parity tests' set-ups
     python scripts/weight_drift.py cnn --ranks     # also the real pipeline / hybrid / ddp ranks
+    python scripts/weight_drift.py --trace mlp cnn  # the trace figures of the real cases
 
 Trains ``serial`` at the set-ups of ``tests/test_pipeline_mp.py`` (tiny profile, 1 thread)
 and prints, per variant, the worst per-tensor relative L2 difference ``|w - w_serial| /
@@ -12,6 +13,13 @@ threads; serial with each batch's gradient accumulated over 2, 4 or 8 chunks (th
 mathematics, another summation order: what micro-batches and shards do); and with
 ``--ranks``, the real rank pools. ``tests/weight_parity.py`` states the figures and the
 tolerance derived from them.
+
+``--trace`` runs whole cases instead (:func:`parabench.case.execute.execute`, tiny profile,
+one epoch, the workload's default batch, 1 thread per worker) and prints what exact parity
+reads (:func:`parabench.sweep.trajectory.compare_traces`): the largest relative step-loss
+difference and the estimated relative L2 weight difference after the traced steps, for
+serial at 2 threads, every exact method, and serial with its gradient x (1 + 1e-3) (a bug's
+size); ``sweep/trajectory.py`` states the figures next to its tolerances.
 """
 
 from __future__ import annotations
@@ -104,12 +112,77 @@ def drift(reference: Weights, other: Weights) -> tuple[float, float]:
     return rel_l2, rel_max
 
 
+#: --trace: label -> (method, workers, threads, options)
+TRACE_CASES = {
+    "serial, 2 threads": ("serial", 1, 2, {}),
+    "model_parallel 2 stages": ("model_parallel", 1, 1, {}),
+    "ddp x2": ("ddp", 2, 1, {}),
+    "fsdp x2": ("fsdp", 2, 1, {}),
+    "pipeline 2 stages": ("pipeline", 2, 1, {}),
+    "hybrid 2x2": ("hybrid", 4, 1, {}),
+}
+
+
+def _trace(workload: str, method: str = "serial", workers: int = 1, threads: int = 1,
+           **options: Any) -> dict[str, Any] | None:
+    from parabench.case.execute import execute
+
+    config = RunConfig(workload=workload, method=method, workers=workers,
+                       threads_per_worker=threads, profile="tiny", epochs=1, options=options)
+    result = execute(config)
+    if result.status != "ok":
+        print(f"  {method}: {result.status} {result.reason[:200]}")
+    return result.trace
+
+
+def _grad_scaled(scale: float) -> Callable[..., torch.Tensor]:
+    """A TorchLoop._forward whose loss value is serial's but whose gradient is x ``scale``."""
+    original = TorchLoop._forward
+
+    def forward(loop: TorchLoop, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        loss = original(loop, xb, yb)
+        return loss * scale - (loss * (scale - 1.0)).detach()
+
+    return forward
+
+
+def trace_drift(workloads_: list[str]) -> None:
+    from parabench.sweep.trajectory import compare_traces
+
+    for workload in workloads_:
+        reference = _trace(workload)
+        assert reference is not None, "serial recorded no trace"
+        print(f"{workload}: {reference['steps']} traced steps")
+        traces = {label: (lambda m=m, w=w, t=t, o=o, wl=workload: _trace(wl, m, w, t, **o))
+                  for label, (m, w, t, o) in TRACE_CASES.items()}
+        original = TorchLoop._forward
+        TorchLoop._forward = _grad_scaled(1 + 1e-3)  # type: ignore[method-assign]
+        try:
+            bug = _trace(workload)
+        finally:
+            TorchLoop._forward = original  # type: ignore[method-assign]
+        traces["serial, gradient x (1 + 1e-3)"] = lambda b=bug: b
+        for label, run in traces.items():
+            if (trace := run()) is None:
+                continue
+            v = compare_traces(trace, reference)
+            print(f"  {label:32s} loss rel max {v['loss_rel_max']:.2e}  "
+                  f"weight rel L2 {v['weight_rel_l2']:.2e} ({v['worst_parameter']})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workloads", nargs="*", default=list(SETUP), choices=list(SETUP))
+    parser.add_argument("workloads", nargs="*", help=f"default and --ranks: {', '.join(SETUP)}")
     parser.add_argument("--ranks", action="store_true", help="also run the real rank pools")
+    parser.add_argument("--trace", action="store_true",
+                        help="the trace figures of whole cases (any torch workload)")
     args = parser.parse_args()
-    for workload in args.workloads:
+    if args.trace:
+        trace_drift(args.workloads or list(SETUP))
+        return
+    if unknown := set(args.workloads) - set(SETUP):
+        parser.error(f"set-ups exist for {', '.join(SETUP)}, not {', '.join(sorted(unknown))}")
+    for workload in args.workloads or list(SETUP):
         reference, steps = serial_weights(workload)
         print(f"{workload}: {steps} steps of batch {SETUP[workload][1]}")
         variants = {"serial, 2 threads": lambda w=workload: serial_weights(w, threads=2)[0]}

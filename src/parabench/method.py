@@ -62,6 +62,9 @@ class Session(ABC):
         #: forward + backward FLOPs per training sample, where the session can count them
         self.flops_per_sample: float | None = None
         self.notes: dict[str, Any] = {}
+        #: exact parity's evidence, when the session records it: the first steps' losses and
+        #: a weight digest after them (format: :mod:`parabench.sweep.trajectory`)
+        self.trace: dict[str, Any] | None = None
         #: the harness's clock (:mod:`parabench.case.clock`): the lifecycle replaces it before
         #: ``start``; a session times its work with ``self.clock.time`` and reads no timer itself
         self.clock = Clock()

@@ -132,6 +132,7 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
         identity["batch_size"] = session.batch_size or config.batch_size
         samples = session.samples_per_epoch or None
         m["flops_per_sample"] = session.flops_per_sample
+        m["trace"] = getattr(session, "trace", None)  # exact parity's evidence, if recorded
         extra.update(session.notes)
         m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
     m["energy"] = meter.summary(samples)

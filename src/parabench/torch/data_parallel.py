@@ -93,6 +93,34 @@ class _ShareWeightedLoss:
         return loss * scale - (loss * (scale - 1.0)).detach()  # value unchanged
 
 
+def split_batch_note(workload: Workload, model: torch.nn.Module, parts: int,
+                     where: str) -> dict[str, Any]:
+    """``parity_kind`` "statistical" (and why) when splitting the batch changes the mathematics.
+
+    * BatchNorm normalises with the statistics of the batch it is given: split the global
+      batch (ranks, micro-batches) and each part uses its own mean and variance. torch's
+      SyncBatchNorm, which would make them the global batch's, refuses CPU tensors (torch
+      2.14: "expected input tensor to be on GPU").
+    * A loss averaged over tokens (``loss_mean_over_tokens``: seq2seq ignores padding) gives
+      each part's tokens the weight 1 / that part's token count, so the average over parts is
+      not serial's mean over the batch's tokens (measured: seq2seq ddp x2 moves the weights by
+      1.3e-2 relative in 20 steps, where reduction order alone moves them by 1e-15 to 2e-4).
+    """
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    if parts <= 1:
+        return {}
+    if any(isinstance(m, _BatchNorm) for m in model.modules()):
+        reason = (f"BatchNorm normalises {where} ({parts} parts of each global batch) with "
+                  f"its own statistics, not the global batch's; SyncBatchNorm needs CUDA")
+    elif getattr(workload, "loss_mean_over_tokens", False):
+        reason = (f"the loss is a mean over tokens: {where} ({parts} parts of each global "
+                  f"batch) is averaged over its own token count, not the global batch's")
+    else:
+        return {}
+    return {"parity_kind": "statistical", "parity_reason": reason}
+
+
 class DataParallelProgram(ABC):
     """Rank program: this rank's shard of every epoch, through TorchLoop on a wrapped model."""
 
@@ -106,6 +134,7 @@ class DataParallelProgram(ABC):
     def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any]) -> None:
         from parabench.registry import workloads
         from parabench.torch.build import build_case
+        from parabench.torch.loop import trace_steps
 
         self.ctx = ctx
         self.config = cfg = RunConfig.from_dict(config)
@@ -124,6 +153,10 @@ class DataParallelProgram(ABC):
         self.inner = case.model
         self.model = self.wrap(case.model)
         self.loop = case.loop(self.model, self.local_batch)
+        self.loop.trace_steps = trace_steps(self.n, self.batch_size)
+        self.loop.digest_fn = self.digest
+        self.notes.update(split_batch_note(self.workload, self.inner, ctx.world_size,
+                                           "each rank's shard"))
         scales = step_scales(self.n, self.batch_size, ctx.rank, ctx.world_size)
         if any(s != 1.0 for s in scales):
             self.loop.loss_fn = self.weighted = _ShareWeightedLoss(self.loop.loss_fn, scales)
@@ -180,7 +213,20 @@ class DataParallelProgram(ABC):
 
         stats, seconds = self.ctx.timed(work)
         components = {**stats.components, **self.epoch_components()}
-        return dataclasses.replace(stats, seconds=seconds, components=components)
+        # the trace's digest (first epoch only) is not training: its seconds are left out
+        return dataclasses.replace(stats, seconds=seconds - self.loop.trace_s,
+                                   components=components)
+
+    def digest(self) -> dict[str, Any] | None:
+        """The weight digest after step K: every rank gathers (FSDP), rank 0 reports."""
+        from parabench.torch.loop import weight_digest
+
+        state = self.state_dict()  # a collective under FSDP: all ranks call it
+        return weight_digest(state) if self.ctx.rank == 0 else None
+
+    def trace(self) -> dict[str, Any] | None:
+        """This rank's trace piece: its shard's loss sums (and, on rank 0, the digest)."""
+        return self.loop.trace_piece
 
     def evaluate(self) -> float | None:
         from parabench.torch.loop import predict

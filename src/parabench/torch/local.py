@@ -56,6 +56,14 @@ class LocalTorchSession(Session):
         self.batch_size, self.flops_per_sample = case.batch_size, case.flops_per_sample
         case.reset_peaks()
         self.loop = case.loop(case.placed, self.batch_size, clock=self.loop_clock())
+        self._trace(case)
+
+    def _trace(self, case: TorchCase) -> None:
+        """Trace the first epoch: the workload model's own state_dict names (not the stages')."""
+        from parabench.torch.loop import trace_steps, weight_digest
+
+        self.loop.trace_steps = trace_steps(len(case.data.x), self.batch_size)
+        self.loop.digest_fn = lambda: weight_digest(case.model.state_dict())
 
     def loop_clock(self) -> Clock | None:
         """Who times the loop's epochs: the harness's clock."""
@@ -75,7 +83,15 @@ class LocalTorchSession(Session):
                 synchronize(device)
 
     def train_epoch(self, epoch: int) -> EpochStats:
-        return self.loop.train_epoch(epoch)  # timed by the harness's clock, in the loop
+        stats = self.loop.train_epoch(epoch)  # timed by the harness's clock, in the loop
+        self._keep_trace()
+        return stats
+
+    def _keep_trace(self) -> None:
+        if self.trace is None and self.loop.trace_piece is not None:
+            from parabench.torch.session import merge_trace
+
+            self.trace = merge_trace([self.loop.trace_piece])
 
     def evaluate(self) -> float:
         from parabench.torch.loop import predict
@@ -138,7 +154,8 @@ class ModelParallelSession(LocalTorchSession):
     def train_epoch(self, epoch: int) -> EpochStats:
         # the whole loop call, ended by the clock's synchronise of every stage's device
         stats, seconds = self.clock.time(lambda: self.loop.train_epoch(epoch))
-        return dataclasses.replace(stats, seconds=seconds)
+        self._keep_trace()
+        return dataclasses.replace(stats, seconds=seconds - self.loop.trace_s)
 
     def state_dict(self) -> dict[str, Any]:
         """The workload model's weights (the stages share them) on the CPU."""

@@ -35,6 +35,12 @@ time - (data + forward + backward + optimizer + all-reduce): the time this stage
 nothing, i.e. the pipeline bubble, stage imbalance and waiting for activations (the P2P part of
 ``communication`` lies inside ``idle``). Only the last stage counts samples and loss, so the
 folded epoch counts every global sample once.
+
+Trace (exact parity): the first epoch's first K steps (:func:`parabench.torch.loop.trace_steps`)
+give each last stage's per-step loss sums; right after step K every rank digests the tensors
+its stage owns (stage 0 also those no stage owns), with the workload model's state_dict names,
+so the session's merge (replica 0's stages win) covers serial's whole state_dict. The
+digest's seconds are left out of the epoch's time and of every component.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from parabench.case.clock import Spans
+from parabench.case.clock import Spans, now
 from parabench.case.rank import RankContext
 from parabench.config import RunConfig
 from parabench.method import EpochStats
@@ -85,7 +91,7 @@ class PipelineProgram:
                  stages: int) -> None:
         from parabench.registry import workloads
         from parabench.torch.build import build_case
-        from parabench.torch.data_parallel import step_scales
+        from parabench.torch.data_parallel import split_batch_note, step_scales
         from parabench.torch.parallelize import cut_stages
 
         self.ctx, self.config = ctx, (cfg := RunConfig.from_dict(config))
@@ -110,6 +116,8 @@ class PipelineProgram:
         self.submod = self.plan.modules[self.stage].to(device)
         self.optimizer = self.workload.make_optimizer(self.submod.parameters())
         self.owned = _owned_names(self.model, self.submod)
+        self.digested = self.owned + (_unowned(self.model, self.plan.modules) if self.first
+                                      else [])
         self.batch_size = case.batch_size  # explicit or the workload's (``auto`` is refused)
         self.local_batch = self.batch_size // layout.replicas
         # raises when a replica would get no sample in the last step (and skip an all-reduce)
@@ -120,6 +128,14 @@ class PipelineProgram:
         self.schedules: dict[tuple[int, int], Any] = {}
         self.loss_sums: list[torch.Tensor] = []
         self.notes: dict[str, Any] = {}
+        parts = layout.replicas * layout.microbatches
+        self.notes.update(split_batch_note(self.workload, self.model, parts,
+                                           "each micro-batch"))
+        from parabench.torch.loop import trace_steps
+
+        self.trace_k = trace_steps(self.n, self.batch_size)
+        self.trace_piece: dict[str, Any] | None = None
+        self.trace_s = 0.0
         case.reset_peaks()
 
     def _autocast(self) -> Any:
@@ -193,10 +209,32 @@ class PipelineProgram:
 
     def _epoch(self, epoch: int) -> int:
         mine = self.shard(epoch).to(self.device)
+        tracing, self.trace_s = self.trace_piece is None, 0.0
+        sizes: list[int] = []
         for k, start in enumerate(range(0, len(mine), self.local_batch)):
             global_size = min(self.batch_size, self.n - k * self.batch_size)
-            self._step(mine[start:start + self.local_batch], global_size)
+            idx = mine[start:start + self.local_batch]
+            self._step(idx, global_size)
+            sizes.append(len(idx))
+            if tracing and k + 1 == self.trace_k:
+                self._trace(sizes)
         return len(mine)
+
+    def _trace(self, sizes: list[int]) -> None:
+        """Right after step K: this stage's digest; its seconds kept out of the epoch's."""
+        import torch
+
+        from parabench.torch.loop import synchronize, weight_digest
+
+        synchronize(self.device)  # queued steps are training: they stay in the epoch's time
+        t0 = now()
+        state = self.model.state_dict()
+        digest = weight_digest({name: state[name] for name in self.digested})
+        sums = (torch.stack(self.loss_sums[: self.trace_k]).double().cpu().tolist()
+                if self.last else [])
+        self.trace_piece = {"loss_sums": sums, "samples": sizes if self.last else [],
+                            "digest": digest}
+        self.trace_s = now() - t0
 
     # -- the protocol DistributedTorchSession calls ------------------------------------------
 
@@ -216,6 +254,7 @@ class PipelineProgram:
         self.spans.reset()
         self.loss_sums: list[torch.Tensor] = []
         samples, seconds = self.ctx.timed(lambda: self._epoch(epoch))
+        seconds -= self.trace_s  # the trace's digest is not training
         t = self.spans.seconds()
         parts = {name: t.get(name, 0.0) for name in ("data", "forward", "backward", "optimizer")}
         busy = sum(parts.values()) + t.get("allreduce", 0.0)
@@ -237,6 +276,9 @@ class PipelineProgram:
         for part in self.ctx.all_gather(mine):
             full.update(part)
         return full
+
+    def trace(self) -> dict[str, Any] | None:
+        return self.trace_piece
 
     def evaluate(self) -> float | None:
         from parabench.torch.loop import predict
@@ -285,6 +327,12 @@ def _owned_names(model: torch.nn.Module, submod: torch.nn.Module) -> list[str]:
 
     ids = {id(t) for t in itertools.chain(submod.parameters(), submod.buffers())}
     return [n for n, t in model.state_dict(keep_vars=True).items() if id(t) in ids]
+
+
+def _unowned(model: torch.nn.Module, stages: list[Any]) -> list[str]:
+    """The model's state-dict keys no stage owns (not trained: serial's digest has them)."""
+    owned = {n for stage in stages for n in _owned_names(model, stage)}
+    return [n for n in model.state_dict() if n not in owned]
 
 
 def _timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,

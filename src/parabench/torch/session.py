@@ -19,7 +19,10 @@ implements it for data-parallel methods:
   ``notes`` (all from rank 0; the session copies them into the result);
 * ``train_epoch(epoch) -> EpochStats``: this rank's epoch, timed with ``ctx.timed``;
 * ``evaluate() -> float | None``: the quality on rank 0 (other ranks may return None);
-* ``peak_gpu_mb() -> float | None``.
+* ``peak_gpu_mb() -> float | None``;
+* optional ``trace() -> dict | None``: this rank's trace piece (:mod:`parabench.torch.loop`),
+  asked once, after the first epoch; the session merges the pieces into ``session.trace``
+  (:func:`merge_trace`). A program without ``trace`` (fedavg, TensorFlow) records none.
 
 The ranks' group comes from ``self.launcher`` (:mod:`parabench.case.launcher`), which the
 lifecycle sets: a :class:`~parabench.case.pool.WorkerPool` by default; under ``torchrun``
@@ -29,6 +32,7 @@ in-process stand-in for the pool (:class:`parabench.torch.launch.TorchrunGroup`)
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -55,6 +59,34 @@ def fold_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
     )
 
 
+def merge_trace(pieces: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One trace from the ranks' pieces (None when none has losses or none a digest).
+
+    A step's loss is the global batch's mean: every piece's loss sum over every piece's
+    samples (DDP's shards, pipeline's last stages). The digest is the union of the pieces'
+    tensors, the first piece holding a name winning (rank order: replica 0 under hybrid).
+    """
+    real = [p for p in pieces if p]
+    lossy = [p for p in real if p["loss_sums"]]
+    if not lossy or not any(p["digest"] for p in real):
+        return None
+    steps = len(lossy[0]["loss_sums"])
+    losses = [sum(p["loss_sums"][k] for p in lossy) / sum(p["samples"][k] for p in lossy)
+              for k in range(steps)]
+    digest: dict[str, Any] = {}
+    for piece in real:
+        for name, figures in (piece["digest"] or {}).items():
+            digest.setdefault(name, figures)
+    return {"steps": steps, "losses": losses, "digest": digest}
+
+
+def _program_class(program: str | type) -> type:
+    if isinstance(program, str):
+        module, _, name = program.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return program
+
+
 class DistributedTorchSession(Session):
     """A torch session whose work runs in ``config.workers`` rank processes."""
 
@@ -65,6 +97,7 @@ class DistributedTorchSession(Session):
         super().__init__(workload, config)
         self.pool: Any = None
         self._peaks: list[float | None] = []
+        self._trace_asked = False
 
     def program_args(self) -> dict[str, Any]:
         """Keyword arguments of the rank program's constructor (picklable)."""
@@ -90,7 +123,16 @@ class DistributedTorchSession(Session):
         self.notes["startup_rendezvous_s"] = self.pool.startup_s
 
     def train_epoch(self, epoch: int) -> EpochStats:
-        return fold_epochs(self.pool.call("train_epoch", epoch=epoch))
+        stats = fold_epochs(self.pool.call("train_epoch", epoch=epoch))
+        self.collect_trace()
+        return stats
+
+    def collect_trace(self) -> None:
+        """After the first epoch, the ranks' trace pieces merged (once; outside the clock)."""
+        if self._trace_asked or not hasattr(_program_class(self.program), "trace"):
+            return
+        self._trace_asked = True
+        self.trace = merge_trace(self.pool.call("trace"))
 
     def evaluate(self) -> float:
         value = self.pool.call("evaluate")[0]

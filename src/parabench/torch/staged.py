@@ -42,7 +42,9 @@ class PipelineSession(DistributedTorchSession):
 
     def train_epoch(self, epoch: int) -> EpochStats:
         per_rank: list[EpochStats] = self.pool.call("train_epoch", epoch=epoch)
-        return fold_stage_epochs(per_rank, self.notes)
+        stats = fold_stage_epochs(per_rank, self.notes)
+        self.collect_trace()
+        return stats
 
     def evaluate(self) -> float:
         value = super().evaluate()

@@ -1,0 +1,133 @@
+"""Planted bugs for the run-level trajectory checks: five broken torch methods, one mistake each.
+
+Usage (a test plugin, loaded like every plugin)::
+
+    PYTHONPATH=tests/plugins PARABENCH_PLUGINS=torch_bugs parabench run --workload mlp \\
+        --method serial,ddp,ddp_sum,ddp_noreduce,ddp_unsharded,pipeline_unscaled,fsdp_nosync \\
+        --workers 2 --profile tiny --epochs 1 --threads 1
+
+* ``ddp_sum``: DDP whose gradient hook all-reduces without dividing by the world size: the
+  gradient is summed, not averaged (a doubled learning rate).
+* ``ddp_noreduce``: DDP whose hook returns the local gradient: no all-reduce at all, every
+  rank trains on its own shard.
+* ``ddp_unsharded``: ddp whose sampler gives every rank the whole epoch order instead of its
+  shard ``order[rank::world]``.
+* ``pipeline_unscaled``: pipeline whose micro-batch losses keep weight 1 instead of their
+  share of the global batch (gradient and loss x micro-batches).
+* ``fsdp_nosync``: FSDP2 with gradient synchronisation turned off (no reduce-scatter).
+
+Every one must show parity FAILED on the trajectory (``tests/test_planted_bugs_torch.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+from parabench.config import RunConfig
+from parabench.method import Session
+from parabench.methods.ddp import DDP, DDPProgram, DDPSession
+from parabench.methods.fsdp import FSDP, FSDPProgram, FSDPSession
+from parabench.methods.pipeline import Pipeline
+from parabench.registry import methods
+from parabench.torch.pipeline import MicrobatchLoss, PipelineProgram
+from parabench.torch.staged import PipelineSession
+from parabench.workload import Workload
+
+
+def _sum_hook(state: Any, bucket):  # noqa: ANN001, ANN201 - DDP checks real annotations
+    import torch.distributed as dist
+
+    fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])  # summed: the division by world is missing
+
+
+def _local_hook(state: Any, bucket):  # noqa: ANN001, ANN201
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    fut.set_result(bucket.buffer())  # never all-reduced
+    return fut
+
+
+class HookedDDPProgram(DDPProgram):
+    hook: ClassVar[Any]
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ddp = DistributedDataParallel(model)
+        ddp.register_comm_hook(None, type(self).hook)
+        return ddp
+
+
+class SumProgram(HookedDDPProgram):
+    hook = staticmethod(_sum_hook)
+
+
+class NoReduceProgram(HookedDDPProgram):
+    hook = staticmethod(_local_hook)
+
+
+class UnshardedProgram(DDPProgram):
+    def shard(self, epoch: int) -> torch.Tensor:
+        from parabench.torch.loop import epoch_order
+
+        return epoch_order(self.n, self.config.seed, epoch)  # every rank: the whole order
+
+
+class NoSyncFSDPProgram(FSDPProgram):
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        sharded = super().wrap(model)
+        sharded.set_requires_gradient_sync(False)
+        return sharded
+
+
+class UnscaledLoss(MicrobatchLoss):
+    """Every micro-batch's loss with weight 1, whatever the schedule sets."""
+
+    @property  # type: ignore[override]
+    def weight(self) -> float:
+        return 1.0
+
+    @weight.setter
+    def weight(self, value: float) -> None:
+        pass
+
+
+class UnscaledProgram(PipelineProgram):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loss = UnscaledLoss(self.loss.loss_fn, self.spans, self._autocast)
+
+
+class UnscaledSession(PipelineSession):
+    program: ClassVar[str | type] = UnscaledProgram
+
+
+def _ddp_bug(name: str, program: type) -> None:
+    session = type(f"{program.__name__}Session", (DDPSession,), {"program": program})
+    methods.register(type(f"{program.__name__}Method", (DDP,), {
+        "name": name, "description": f"planted bug: {program.__doc__ or name}",
+        "session_class": session, "__module__": __name__}))
+
+
+_ddp_bug("ddp_sum", SumProgram)
+_ddp_bug("ddp_noreduce", NoReduceProgram)
+_ddp_bug("ddp_unsharded", UnshardedProgram)
+
+
+@methods.register
+class FSDPNoSync(FSDP):
+    name: ClassVar[str] = "fsdp_nosync"
+    description: ClassVar[str] = "planted bug: FSDP with gradient synchronisation off"
+    session_class: ClassVar[type[Session]] = type(
+        "NoSyncSession", (FSDPSession,), {"program": NoSyncFSDPProgram, "__module__": __name__})
+
+
+@methods.register
+class PipelineUnscaled(Pipeline):
+    name: ClassVar[str] = "pipeline_unscaled"
+    description: ClassVar[str] = "planted bug: micro-batch losses not scaled"
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        return UnscaledSession(workload, config, self.stages_for(config))  # type: ignore[arg-type]
