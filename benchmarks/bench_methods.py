@@ -5,27 +5,53 @@ Usage::
     asv machine --yes
     PARABENCH_ASV_PROFILE=tiny asv run -E existing:$(command -v python) --set-commit-hash HEAD
     asv publish                      # site in .asv/html; `asv preview` serves it
-    bash scripts/asv_history.sh 5    # the last 5 commits of main, benchmarked and published
+    bash scripts/asv_history.sh 2    # the last 2 commits of main (tiny, a bounded selection)
 
 The parameter axes are workload x method x device x workers, read from
 :func:`parabench.sweep.bench.bench_cases` (the planner's): a method added to the registry adds
 its cases here. A combination that is not a case, or that cannot run on this machine (no GPU,
 too few cores, an engine missing), raises ``NotImplementedError`` in ``setup``, which asv
 shows as n/a. A case that *fails* is a failure, never n/a. ``PARABENCH_ASV_PROFILE`` (tiny |
-quick | full, default quick) sizes the data and models.
+quick | full, default quick) sizes the data and models. asv's ``-b`` selects combinations by
+name, e.g. ``-b "\\('mlp', '(serial|ddp)', "`` (``scripts/asv_history.sh`` uses such a subset).
 
-asv reads a larger number as worse, even for ``track_*``, so every figure here is
-lower-is-better (each class docstring says what its figures mean).
+**The unit** is the CLI's and pytest-benchmark's: one steady-state epoch after a warm-up
+epoch, through :mod:`parabench.case.lifecycle`. ``Epoch.time_epoch`` times it in this process
+(:class:`~parabench.case.lifecycle.StartedCase`); the ``track_*`` figures come from the case
+run as ``parabench run`` runs it (:func:`parabench.case.isolate.run_isolated`: its own process
+tree, ``1 + STEADY_EPOCHS[profile]`` epochs, the first left out), so they carry parabench's
+summed peak memory (PSS) and the same steady epochs as the CLI's table.
+
+**Hardware-normalised.** The ratio tracks compare a case with serial runs measured *in the
+same asv session* on the same machine, through :func:`parabench.sweep.compare.ratios` (serial
+at the same total cores for the speedup, at the threads per worker for the scaling
+efficiency), so a slower or busier machine moves both sides and does not read as a regression.
+
+**Every figure is lower-is-better** (asv reads a larger number as worse, also for ``track_*``);
+each class docstring says what its figures mean.
+
+**asv's limits.** Nothing heavy runs in ``setup_cache`` (it only names the session): each
+case is measured at most once per session, lazily, in the ``setup`` of the first track that
+needs it, and kept in a JSON file in the session's cache directory (asv runs every benchmark
+sharing a ``setup_cache`` in that directory), where the other tracks read it. One ``setup``
+measures at most three cases (the case and its two serial baselines), each under
+``TIMEOUT_S[profile] / 3`` (its ``timeout_s``), inside the benchmark's ``timeout`` of
+``TIMEOUT_S[profile]``, so no limit drops the tracks.
 
 The module imports against an older parabench that has no :mod:`parabench.sweep.bench` (history
 builds install old commits into the environment): discovery still works, and every benchmark
-is n/a for that commit.
+is n/a for that commit; a commit without ``run_isolated`` or ``compare.ratios`` shows its
+tracks as n/a and still times its epochs.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import statistics
+import tempfile
+from pathlib import Path
 from typing import Any
 
 PROFILE_ENV = "PARABENCH_ASV_PROFILE"
@@ -33,8 +59,14 @@ DEFAULT_PROFILE = "quick"
 PARAM_NAMES = ["workload", "method", "device", "workers"]
 #: asv's per-benchmark limit (setup, every sample, teardown) by profile
 TIMEOUT_S = {"tiny": 300.0, "quick": 1800.0, "full": 7200.0}
-#: epochs measured per case for the track_* figures (their median is reported)
-TRACK_STEPS = {"tiny": 5, "quick": 3, "full": 3}
+#: cases one track's ``setup`` may have to measure: the case and its two serial baselines
+MEASURED_PER_SETUP = 3
+#: steady epochs measured per case for the track_* figures (after one warm-up epoch)
+STEADY_EPOCHS = {"tiny": 3, "quick": 3, "full": 3}
+#: where the session's measurements live, relative to asv's cache directory (the cwd)
+FIGURES_DIR = "parabench-figures"
+#: setup_cache only names the session: seconds are plenty
+SETUP_CACHE_TIMEOUT_S = 60.0
 
 try:
     try:
@@ -50,11 +82,20 @@ except Exception as exc:  # an older parabench, or a broken registry: keep disco
     _CASES = []
     _MISSING = f"parabench.sweep.bench is unusable in this environment: {exc!r}"
 
+try:  # the CLI's isolated runner: the tracks need it, the epoch timing does not
+    from parabench.case.isolate import run_isolated
+except Exception:  # pragma: no cover - an older parabench
+    run_isolated = None  # type: ignore[assignment]
+
 _BY_KEY = {(c.workload, c.method, c.device, c.workers): c for c in _CASES}
 
 
 def _profile() -> str:
     return os.environ.get(PROFILE_ENV, DEFAULT_PROFILE)
+
+
+def _timeout() -> float:
+    return TIMEOUT_S.get(_profile(), TIMEOUT_S[DEFAULT_PROFILE])
 
 
 def _axes() -> list[list[Any]]:
@@ -94,7 +135,7 @@ def _case(workload: str, method: str, device: str, workers: int) -> Any:
 class _Cases:
     params = _axes()
     param_names = PARAM_NAMES
-    timeout = TIMEOUT_S.get(_profile(), TIMEOUT_S[DEFAULT_PROFILE])
+    timeout = _timeout()
 
 
 # The clock time_epoch is read by: it advances only by the epoch time the session reports,
@@ -115,15 +156,16 @@ class Epoch(_Cases):
       7 samples per commit (``--quick``: one), enough for asv's Mann-Whitney test to call a
       change significant; asv keeps them only with ``--record-samples`` (the history script
       passes it), else ``asv compare`` falls back to a coarser confidence-interval check.
-    - ``peakmem_epoch`` (bytes, lower is better): asv's peak RSS of the benchmark process while
-      set up and running an epoch. It covers this process only: for multi-process methods the
-      summed peak over all workers is in parabench's own results (``parabench run``).
+
+    Memory is ``Case.track_peak_pss_mb``: asv's own ``peakmem`` sees this process only, so a
+    multi-process method would look lighter than serial there.
     """
 
     number = 1
     rounds = 1
     repeat = (7, 10, 120.0)  # (min samples, max samples, stop after this many seconds)
     warmup_time = 0.0  # the warm-up epoch runs in setup
+
     timer = staticmethod(_session_clock)
 
     def setup(self, workload: str, method: str, device: str, workers: int) -> None:
@@ -139,61 +181,93 @@ class Epoch(_Cases):
     def time_epoch(self, *params: Any) -> None:
         _session_seconds[0] += self.started.step().seconds
 
-    def peakmem_epoch(self, *params: Any) -> None:
-        self.started.step()
+
+# --- the tracks: each case measured once per asv session, as `parabench run` measures it ------
+
+def _figures_of(result: Any) -> dict[str, Any]:
+    """A finished Result's figures for the tracks (an error entry when it did not finish ok)."""
+    if result.status != "ok":
+        return {"error": f"{result.status}: {result.reason}"}
+    steady = result.steady_epoch_s
+    if len(result.epoch_s) < 2 or not steady:  # the warm-up epoch alone is not steady state
+        return {"error": f"{len(result.epoch_s)} epoch(s) recorded: no steady epoch"}
+    epoch_s = statistics.median(steady)
+    pss = getattr(result, "peak_pss_mb", None)  # None: an older parabench, or unreadable
+    return {
+        "threads": result.threads_per_worker,
+        "epoch_s": epoch_s,
+        "seconds_per_sample": epoch_s / result.samples_per_epoch,
+        "startup_s": result.startup_s,
+        "quality": result.quality.value if result.quality else None,
+        "peak_mb": pss if pss is not None else result.peak_rss_mb,
+        "peak_source": "pss" if pss is not None else "rss",
+        "busy": bool((getattr(result, "machine", None) or {}).get("busy")),
+    }
 
 
-def _measure(case: Any, profile: str) -> dict[str, float]:
-    with StartedCase(case.config(profile=profile)) as started:
-        steps = [started.step() for _ in range(TRACK_STEPS[profile])]
-        return {
-            "startup_s": started.startup_s,
-            "epoch_s": statistics.median(s.seconds for s in steps),
-            "seconds_per_sample": statistics.median(s.seconds / s.samples for s in steps),
-            "quality": started.quality(),
-        }
+def _measure(config: Any) -> dict[str, Any]:
+    """Run ``config`` isolated, as the CLI does: one warm-up epoch, then the steady ones."""
+    if run_isolated is None:
+        raise NotImplementedError("this parabench has no parabench.case.isolate.run_isolated")
+    profile = _profile()
+    config = config.replace(epochs=1 + STEADY_EPOCHS[profile],
+                            timeout_s=_timeout() / MEASURED_PER_SETUP)
+    with tempfile.TemporaryDirectory(prefix="parabench-asv-") as tmp:
+        return _figures_of(run_isolated(config, workdir=Path(tmp)))
+
+
+def measured(case: Any, threads: int | None = None) -> dict[str, Any]:
+    """The case's figures in this asv session (at ``threads`` threads per worker if given).
+
+    Read from the session's figures directory (asv's cache directory, the cwd), or measured
+    now and stored there; a lock keeps two benchmarks from measuring at once (which would
+    also slow each other down).
+    """
+    config = case.config(_profile())
+    if threads is not None:
+        config = config.replace(threads_per_worker=threads)
+    folder = Path(FIGURES_DIR)
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{case.id}-t{config.threads}.json"
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            figures = _measure(config)
+            partial = path.with_suffix(".partial")
+            partial.write_text(json.dumps(figures))
+            os.replace(partial, path)  # never a half-written file for the next reader
+        figures = json.loads(path.read_text())
+    if "error" in figures:
+        raise RuntimeError(f"{case.id} t={config.threads} failed: {figures['error']}")
+    return figures
 
 
 class _Measured(_Cases):
-    """Every runnable case measured once per commit, in ``setup_cache``, shared by the tracks."""
+    """Tracks sharing one asv cache directory, where :func:`measured` keeps its figures."""
 
-    def setup_cache(self) -> dict[str, dict[str, Any]]:
-        figures: dict[str, dict[str, Any]] = {}
-        if _MISSING is not None:
-            return figures
-        profile = _profile()
-        for case in _CASES:
-            if case.skip_reason(profile) is not None:
-                continue
-            try:
-                figures[case.id] = _measure(case, profile)
-            except Exception as exc:  # one broken case must not take the others down
-                figures[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
-        return figures
+    def setup_cache(self) -> dict[str, Any]:
+        # Only names the session: the measuring happens in each track's setup, within its own
+        # timeout, so asv's setup_cache limit can no longer drop every track at once.
+        return {"profile": _profile(), "cwd": os.getcwd()}
 
-    # Shared by both subclasses (asv keys the cache by this function): measured once.
-    setup_cache.timeout = 4 * TIMEOUT_S.get(_profile(), TIMEOUT_S[DEFAULT_PROFILE])
-
-    def _figures(self, cache: dict[str, dict[str, Any]], case: Any) -> dict[str, Any]:
-        figures = cache.get(case.id)
-        if figures is None:
-            raise NotImplementedError(f"{case.id} was not measured")
-        if "error" in figures:
-            raise RuntimeError(f"{case.id} failed: {figures['error']}")  # a failure, not n/a
-        return figures
+    # Shared by every subclass (asv keys the cache by this function): one session directory.
+    setup_cache.timeout = SETUP_CACHE_TIMEOUT_S
 
 
 class Case(_Measured):
-    """Figures of the case itself, medians over a few steady-state epochs.
+    """Figures of the case itself, medians over its steady-state epochs.
 
     - ``track_seconds_per_sample`` (seconds/sample, lower is better): epoch time / samples
       trained in it (every rank's samples): the inverse of throughput.
     - ``track_startup_s`` (seconds, lower is better): starting the session (spawn, rendezvous,
-      cluster, JIT, data, model), measured once.
+      cluster, JIT, data, model).
+    - ``track_peak_pss_mb`` (MB, lower is better): parabench's peak of the PSS sum over the
+      case's whole process tree (every worker; shared pages counted once), as ``parabench
+      run`` records it (``peak_pss_mb``); the RSS sum where PSS was unreadable.
     """
 
     def setup(self, cache: dict, workload: str, method: str, device: str, workers: int) -> None:
-        self.figures = self._figures(cache, _case(workload, method, device, workers))
+        self.figures = measured(_case(workload, method, device, workers))
 
     def track_seconds_per_sample(self, *params: Any) -> float:
         return self.figures["seconds_per_sample"]
@@ -205,41 +279,73 @@ class Case(_Measured):
 
     track_startup_s.unit = "seconds"
 
+    def track_peak_pss_mb(self, *params: Any) -> float:
+        return self.figures["peak_mb"]
+
+    track_peak_pss_mb.unit = "MB"
+
 
 class VersusSerial(_Measured):
-    """The case against the serial baseline at the same workload, device and profile.
+    """The case against serial measured in the same session: hardware-normalised ratios.
 
-    - ``track_inverse_speedup`` (ratio, lower is better): method epoch time / serial epoch
-      time. 1 is no gain; 0.5 is twice as fast. Its inverse is the speedup.
-    - ``track_quality_gap`` (quality units, lower is better): serial quality minus method
-      quality, sign-flipped for lower-is-better metrics, so positive is always "worse than
-      serial" (:func:`parabench.sweep.compare.quality_shortfall`, the negated quality gap).
-      Serial itself gives exactly 1 and 0.
+    The baselines are :func:`parabench.sweep.compare.ratios`'s, at the same workload, device
+    and profile: serial with the same total cores (workers x threads) and serial at the
+    threads per worker.
+
+    - ``track_slowdown_vs_serial`` (ratio, lower is better): 1 / speedup, the case's epoch
+      time over serial's at the same total cores. 1 is no gain; 0.5 is twice as fast.
+    - ``track_scaling_shortfall`` (ratio, lower is better): 1 - scaling efficiency (speedup
+      over serial at the threads per worker, / workers). 0 is linear scaling.
+    - ``track_quality_gap`` (quality units, lower is better): how far the case's quality falls
+      short of serial's at the same total cores
+      (:func:`parabench.sweep.compare.quality_shortfall`: positive is worse than serial).
+    - ``track_memory_vs_serial`` (ratio, lower is better): the case's peak PSS sum over
+      serial's at the same total cores (2 is twice serial's memory).
+
+    Serial itself gives 1, 0, 0 and 1.
     """
 
     def setup(self, cache: dict, workload: str, method: str, device: str, workers: int) -> None:
         case = _case(workload, method, device, workers)
-        self.figures = self._figures(cache, case)
-        # imported here: an old commit without it still runs the other benchmarks
-        from parabench.sweep.compare import baseline_of, quality_shortfall, slowdown
-
-        self._slowdown, self._shortfall = slowdown, quality_shortfall
-
+        try:  # imported here: a commit without them still runs the other benchmarks
+            from parabench.sweep.compare import CaseKey, baseline_of, quality_shortfall, ratios
+        except ImportError as exc:
+            raise NotImplementedError(f"this parabench has no compare.ratios: {exc}") from exc
+        self.figures = measured(case)
+        threads, profile = self.figures["threads"], _profile()
         base = baseline_of(method)
         if (baseline := _BY_KEY.get((workload, base, device, 1))) is None:
             raise NotImplementedError(f"no {base} baseline for {workload} on {device}")
-        if (reason := baseline.skip_reason(_profile())) is not None:
+        if (reason := baseline.skip_reason(profile)) is not None:
             raise NotImplementedError(f"{baseline.id}: {reason}")
-        self.baseline = self._figures(cache, baseline)
-        self.higher_is_better = workloads.get(workload).quality.higher_is_better
+        key = CaseKey(workload, method, device, workers, "-", profile, "-", threads)
+        times, self.baselines = {key: self.figures["epoch_s"]}, {}
+        for n in (workers * threads, threads):  # equal cores; threads per worker
+            self.baselines[n] = measured(baseline, threads=n)
+            times[key._replace(method=base, workers=1, threads=n)] = self.baselines[n]["epoch_s"]
+        self.ratios = ratios(key, times)
+        self.serial = self.baselines[workers * threads]
+        higher_is_better = workloads.get(workload).quality.higher_is_better
+        self._gap = quality_shortfall(self.figures["quality"], self.serial["quality"],
+                                      higher_is_better)
 
-    def track_inverse_speedup(self, *params: Any) -> float:
-        return self._slowdown(self.baseline["epoch_s"], self.figures["epoch_s"])
+    def track_slowdown_vs_serial(self, *params: Any) -> float:
+        return 1.0 / self.ratios.speedup.value
 
-    track_inverse_speedup.unit = "ratio"
+    track_slowdown_vs_serial.unit = "ratio"
+
+    def track_scaling_shortfall(self, *params: Any) -> float:
+        return 1.0 - self.ratios.scaling_efficiency.value
+
+    track_scaling_shortfall.unit = "ratio"
 
     def track_quality_gap(self, *params: Any) -> float:
-        return self._shortfall(self.figures["quality"], self.baseline["quality"],
-                               self.higher_is_better)
+        return self._gap
 
     track_quality_gap.unit = "quality"
+
+    def track_memory_vs_serial(self, *params: Any) -> float:
+        return self.figures["peak_mb"] / self.serial["peak_mb"]
+
+    track_memory_vs_serial.unit = "ratio"
+

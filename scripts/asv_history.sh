@@ -2,20 +2,24 @@
 # asv history of main in *this* Python environment: benchmark the last N commits, then publish.
 #
 # Usage:   bash scripts/asv_history.sh [N] [extra `asv run` arguments...]      (N default 2)
-#   PARABENCH_ASV_PROFILE=tiny|quick|full   benchmark size (default quick)
+#   PARABENCH_ASV_PROFILE=tiny|quick|full   benchmark size (default tiny)
+#   ASV_BENCH=<regex>                       which cases (asv -b); default: a representative
+#                                           subset (below); ASV_BENCH=all runs every case
 #   ASV_ARGS="--quick"                      extra `asv run` arguments (word-split), like the tail
 #   ASV_BRANCH=main                         the branch whose history is benchmarked
 #   ASV_RERUN=1                             benchmark commits that already have results here
 # Site: .asv/html (`asv preview` serves it). Needs git, asv and pip in the active environment.
 #
-# Why not asv's own virtualenvs: each would reinstall torch for every commit. Instead each
-# commit, oldest first, is checked out in a temporary git worktree, installed non-editable with
-# --no-deps over the current install, and measured with `asv run -E existing:<python>
-# --set-commit-hash <sha>`. The benchmark code is always this checkout's benchmarks/, so old
-# commits are measured by today's benchmarks: a commit whose parabench lacks what they need shows
-# n/a. Commits with results for this machine and Python are skipped (CI caches .asv/results, so
-# only new commits run). On exit, even after an error, this checkout is reinstalled editable
-# (`pip install --no-deps -e .`), which is how the environment is expected to be found.
+# The default selection: serial (1 worker) and ddp (2 workers) on mlp, serial and the threads
+# forest (2 workers) on random_forest, every benchmark of each (time_epoch and every track;
+# the tracks also measure the serial runs their ratios need: serial at 1 thread per workload).
+# Estimated cost per commit on a quiet 2-core machine at tiny (from what the code runs):
+#   time_epoch: 4 cases x 7 samples, each a fresh start + warm-up epoch + the timed epoch:
+#     serial mlp ~2 s, ddp mlp ~7 s, serial forest ~2 s, threads forest ~3 s => ~100 s;
+#   tracks: 6 isolated runs (4 cases + serial at 1 thread for mlp and random_forest), each a
+#     process start (~3 s with torch) + start-up + 1 + 3 epochs + evaluation: ~6-12 s => ~60 s;
+#   asv discovery and its per-benchmark processes ~30 s, non-editable install ~30 s.
+# => about 4 minutes a commit, ~9 minutes for `asv_history.sh 2` (the target is <= 20).
 set -euo pipefail
 
 count=${1:-2}
@@ -27,7 +31,12 @@ fi
 read -r -a asv_args <<< "${ASV_ARGS:-}"
 asv_args+=("$@")
 branch=${ASV_BRANCH:-main}
-export PARABENCH_ASV_PROFILE=${PARABENCH_ASV_PROFILE:-quick}
+export PARABENCH_ASV_PROFILE=${PARABENCH_ASV_PROFILE:-tiny}
+# asv -b matches "bench_methods.<Class>.<benchmark>('<workload>', '<method>', '<device>', <workers>)"
+default_bench="\\('mlp', '(serial', 'cpu', 1|ddp', 'cpu', 2)\\)"
+default_bench+="|\\('random_forest', '(serial', 'cpu', 1|threads', 'cpu', 2)\\)"
+bench=${ASV_BENCH:-$default_bench}
+if [ "$bench" != all ]; then asv_args+=(--bench "$bench"); fi
 
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -57,7 +66,7 @@ trap cleanup EXIT
 mapfile -t commits < <(git rev-list --first-parent --reverse --max-count="$count" "$branch" --)
 [ "${#commits[@]}" -gt 0 ] || { echo "asv_history: no commits on '$branch'" >&2; exit 2; }
 echo "asv_history: ${#commits[@]} commit(s) of $branch, profile $PARABENCH_ASV_PROFILE," \
-  "python $python, asv args: ${asv_args[*]:-(none)}"
+  "python $python, asv args: ${asv_args[*]}"
 
 asv machine --yes > /dev/null
 machine=$(uname -n)                 # the name `asv machine --yes` stores results under
