@@ -9,24 +9,60 @@ The cases come from :func:`parabench.sweep.plan.plan`. Each is either runnable o
 reason it is not (unsupported workload, missing engine or hardware, unfair thread budget); the
 latter are recorded as ``skipped`` without starting anything. ``resume`` skips cases whose
 identity is already recorded ``ok`` in ``out`` and returns those recorded results in their place.
+
+Each result written carries its ratios in ``extra["ratios"]`` (:func:`with_ratios`): speedup and
+scaling efficiency (:func:`parabench.sweep.compare.ratios`) with the baseline runs they are
+against, or the hint naming a missing one, as the table shows them. The planner puts the
+baselines first, so a case's baselines of this sweep have finished when it is written; a
+baseline configuration this sweep does not run comes from the results already in ``out``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from parabench.case.execute import skipped
 from parabench.case.isolate import run_isolated
 from parabench.case.result import Result, append_result, read_results
 from parabench.case.tempdirs import runner_tempdir
-from parabench.sweep.compare import is_baseline
+from parabench.sweep.compare import CaseKey, is_baseline, ratios
 from parabench.sweep.parity import assess
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
+from parabench.sweep.recommend import group_key
 
-__all__ = ["Case", "Grid", "plan", "run_grid"]  # the planner's names, where callers knew them
+# the planner's names, where callers knew them, and with_ratios
+__all__ = ["Case", "Grid", "plan", "run_grid", "with_ratios"]
+
+
+def _medians(results: Iterable[Result]) -> dict[CaseKey, float]:
+    """Median steady epoch time per configuration (repeats share one), ok results only."""
+    times: dict[CaseKey, list[float]] = defaultdict(list)
+    for r in results:
+        if r.status == "ok" and (t := r.median_epoch_s) is not None:
+            times[group_key(r)].append(t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Result] = ()
+                ) -> Result:
+    """``result`` with ``extra["ratios"]`` (:meth:`~parabench.sweep.compare.Ratios.as_dict`).
+
+    Its own median steady epoch time against the baseline runs' medians: those of ``swept``
+    (this sweep's results so far), else of ``earlier`` (results already in the output file),
+    as the table picks them. A result that did not finish ok, or has no epoch time, is
+    returned as it is.
+    """
+    if result.status != "ok" or (mine := result.median_epoch_s) is None:
+        return result
+    key = group_key(result)
+    times = {**_medians(earlier), **_medians(swept), key: mine}
+    return dataclasses.replace(result, extra={**result.extra,
+                                              "ratios": ratios(key, times).as_dict()})
 
 
 def run_grid(
@@ -41,6 +77,8 @@ def run_grid(
     previous = list(read_results(out))
     recorded = {r.case_key(): r for r in previous if r.status == "ok"} if resume else {}
     baselines = [r for r in previous if is_baseline(r.method)]
+    earlier = list(baselines)  # ratios prefer this sweep's baseline runs (``swept``)
+    swept: list[Result] = []
     runnable = sum(1 for c in cases
                    if c.skip_reason is None and c.config.key() not in recorded)
     progress = progress or Progress(total=len(cases), runnable=runnable)
@@ -59,10 +97,12 @@ def run_grid(
                     case.config, workdir=tmp, on_tick=lambda d, lb=label: progress.show(lb, d)
                 )
                 result = dataclasses.replace(result, parity=assess(result, baselines))
+                result = with_ratios(result, [*swept, result], earlier)
                 append_result(out, result)
                 if is_baseline(result.method):
                     baselines.insert(0, result)  # the newest baseline wins
             results.append(result)
+            swept.append(result)
             progress.case_done(label, result)
             if on_result is not None:  # e.g. TensorBoard event files, written as cases end
                 on_result(result)
