@@ -93,14 +93,19 @@ class _ShareWeightedLoss:
         return loss * scale - (loss * (scale - 1.0)).detach()  # value unchanged
 
 
-def split_batch_note(workload: Workload, model: torch.nn.Module, parts: int,
-                     where: str) -> dict[str, Any]:
+def split_batch_note(workload: Workload, model: torch.nn.Module, parts: int, where: str,
+                     *, batchnorm_synced: bool = False) -> dict[str, Any]:
     """``parity_kind`` "statistical" (and why) when splitting the batch changes the mathematics.
 
     * BatchNorm normalises with the statistics of the batch it is given: split the global
-      batch (ranks, micro-batches) and each part uses its own mean and variance. torch's
-      SyncBatchNorm, which would make them the global batch's, refuses CPU tensors (torch
-      2.14: "expected input tensor to be on GPU").
+      batch (ranks, micro-batches) and each part uses its own mean and variance. Data
+      parallelism all-reduces them (``batchnorm_synced``:
+      :func:`parabench.torch.parallelize.global_batchnorm`, since torch's SyncBatchNorm
+      refuses CPU tensors); a pipeline's micro-batches within one stage cannot. Even synced,
+      a BatchNorm model stays statistical: its trajectory cannot prove exactness, because
+      serial itself at 1 vs 2 threads differs by 2.3e-2 in the loss and 1.7 in the weights
+      after 20 steps of vgg11 tiny (conv biases before BatchNorm get rounding noise as their
+      gradient; 2026-11-23); ddp x2 with synced statistics: 5.4e-3 in the loss.
     * A loss averaged over tokens (``loss_mean_over_tokens``: seq2seq ignores padding) gives
       each part's tokens the weight 1 / that part's token count, so the average over parts is
       not serial's mean over the batch's tokens (measured: seq2seq ddp x2 moves the weights by
@@ -112,7 +117,12 @@ def split_batch_note(workload: Workload, model: torch.nn.Module, parts: int,
         return {}
     if any(isinstance(m, _BatchNorm) for m in model.modules()):
         reason = (f"BatchNorm normalises {where} ({parts} parts of each global batch) with "
-                  f"its own statistics, not the global batch's; SyncBatchNorm needs CUDA")
+                  f"its own statistics, not the global batch's")
+        if batchnorm_synced:
+            reason = ("BatchNorm statistics are all-reduced (the global batch's), but a "
+                      "BatchNorm model's trajectory drifts chaotically even between serial "
+                      "runs at 1 and 2 threads (vgg11: loss 2.3e-2), so it cannot prove "
+                      "exactness")
     elif getattr(workload, "loss_mean_over_tokens", False):
         reason = (f"the loss is a mean over tokens: {where} ({parts} parts of each global "
                   f"batch) is averaged over its own token count, not the global batch's")
@@ -135,6 +145,7 @@ class DataParallelProgram(ABC):
         from parabench.registry import workloads
         from parabench.torch.build import build_case
         from parabench.torch.loop import trace_steps
+        from parabench.torch.parallelize import global_batchnorm
 
         self.ctx = ctx
         self.config = cfg = RunConfig.from_dict(config)
@@ -151,12 +162,14 @@ class DataParallelProgram(ABC):
         self.batch_size, self.local_batch = self._batch_sizes(case.batch_size)
         case.reset_peaks()
         self.inner = case.model
+        if ctx.world_size > 1 and (synced := global_batchnorm(case.model)):
+            self.notes["batchnorm"] = f"{synced} layer(s) with global-batch statistics"
         self.model = self.wrap(case.model)
         self.loop = case.loop(self.model, self.local_batch)
         self.loop.trace_steps = trace_steps(self.n, self.batch_size)
         self.loop.digest_fn = self.digest
         self.notes.update(split_batch_note(self.workload, self.inner, ctx.world_size,
-                                           "each rank's shard"))
+                                           "each rank's shard", batchnorm_synced=True))
         scales = step_scales(self.n, self.batch_size, ctx.rank, ctx.world_size)
         if any(s != 1.0 for s in scales):
             self.loop.loss_fn = self.weighted = _ShareWeightedLoss(self.loop.loss_fn, scales)

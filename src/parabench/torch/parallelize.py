@@ -5,6 +5,7 @@ Usage::
     ddp, comm = apply_ddp(model, device)          # DDP with a timed all-reduce hook
     comm.reset(); ...train...; comm.seconds()     # communication seconds of that epoch
     sharded = apply_fsdp(model)                   # FSDP2: every parameter-owning child a unit
+    global_batchnorm(model)                       # BatchNorm with the global batch's statistics
     plan = cut_stages(workload, model, x, 2)      # FLOP-balanced stages (see torch.stages)
     staged = place_stages(plan.modules, ["cuda:0", "cuda:1"])   # model parallel in one process
 
@@ -30,7 +31,8 @@ from parabench.torch.stages import cut as cut_stages
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CommTimer", "apply_ddp", "apply_fsdp", "cut_stages", "place_stages",
+__all__ = ["CommTimer", "apply_ddp", "apply_fsdp", "cut_stages", "global_batchnorm",
+           "place_stages",
            "shard_units", "union_length", "TargetsToOutput"]
 
 
@@ -150,3 +152,51 @@ class TargetsToOutput:
 
     def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return self.loss_fn(out, target.to(out.device, non_blocking=True))
+
+
+def global_batchnorm(model: torch.nn.Module) -> int:
+    """Make every BatchNorm of ``model`` normalise with the whole global batch's statistics.
+
+    What ``SyncBatchNorm`` does, which torch refuses on CPU: in training, each BatchNorm's
+    per-channel mean, then variance, are all-reduced over the world (two passes, as the fused
+    kernel computes them, so no E[x^2] - E[x]^2 cancellation) through the differentiable
+    ``torch.distributed.nn`` all-reduce, so the backward also carries every rank's share.
+    Running statistics are updated with the global figures, as serial's are. The module keeps
+    its class and state_dict names (only ``forward`` is replaced). Returns how many changed.
+    """
+    import types
+
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, _BatchNorm):
+            module.forward = types.MethodType(_global_bn_forward, module)
+            changed += 1
+    return changed
+
+
+def _global_bn_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    import torch
+    from torch.distributed.nn.functional import all_reduce
+
+    if not self.training:
+        return type(self).forward(self, x)
+    dims = [0, *range(2, x.dim())]
+    shape = [1, x.size(1)] + [1] * (x.dim() - 2)
+    count = all_reduce(x.new_tensor(float(x.numel() // x.size(1))))
+    mean = all_reduce(x.sum(dims)) / count
+    centred = x - mean.view(shape)
+    var = all_reduce((centred * centred).sum(dims)) / count
+    y = centred * torch.rsqrt(var.view(shape) + self.eps)
+    if self.affine:
+        y = y * self.weight.view(shape) + self.bias.view(shape)
+    if self.track_running_stats:
+        with torch.no_grad():
+            self.num_batches_tracked.add_(1)
+            factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
+                      else self.momentum)
+            self.running_mean.mul_(1 - factor).add_(mean.detach() * factor)
+            unbiased = var.detach() * count / (count - 1)
+            self.running_var.mul_(1 - factor).add_(unbiased * factor)
+    return y
