@@ -72,6 +72,26 @@ def is_busy(r: Result) -> bool:
     return bool((r.machine or {}).get("busy"))
 
 
+#: how a memory figure that is an RSS sum (no PSS: unreadable, or an older result) is marked
+RSS_MARK = " rss"
+
+
+def peak_memory(rs: Iterable[Result]) -> tuple[float | None, bool]:
+    """The median peak memory of ``rs`` (:attr:`Result.peak_mb`: the PSS sum, else the RSS
+    sum) and whether any of them is RSS only (shared pages counted once per process). The
+    one place the table, recommend, the site and TensorBoard read memory from."""
+    rs = [r for r in rs if r.peak_mb is not None]
+    if not rs:
+        return None, False
+    return (statistics.median(r.peak_mb for r in rs),  # type: ignore[type-var]
+            any(r.peak_pss_mb is None for r in rs))
+
+
+def memory_cell(mb: float | None, is_rss: bool) -> str:
+    """``1,234`` (PSS) or ``1,234 rss``; ``-`` when not recorded."""
+    return "-" if mb is None else f"{mb:,.0f}" + (RSS_MARK if is_rss else "")
+
+
 def _median(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
@@ -90,7 +110,9 @@ class Candidate:
     parity_tolerance: float | None = None
     #: the verdict with its evidence, as the table shows it (:func:`parity_text`)
     parity_text: str = "-"
-    peak_rss_mb: float | None = None
+    #: peak memory (PSS sum, else RSS: ``peak_is_rss``), see :func:`peak_memory`
+    peak_mb: float | None = None
+    peak_is_rss: bool = False
     peak_gpu_mb: float | None = None
     #: every result of it was measured on a busy machine
     busy: bool = False
@@ -212,7 +234,7 @@ def candidates(results: Iterable[Result]) -> list[Candidate]:
         out.append(Candidate(
             key=key, results=tuple(rs), samples=samples, throughput=rate, parity=status,
             parity_gap=gap, parity_tolerance=tol, parity_text=text,
-            peak_rss_mb=_median(r.peak_rss_mb for r in rs),
+            **dict(zip(("peak_mb", "peak_is_rss"), peak_memory(rs), strict=True)),
             peak_gpu_mb=_median(r.peak_gpu_mb for r in rs), busy=all(map(is_busy, rs)),
         ))
     return out
@@ -284,7 +306,8 @@ def _recommend_scope(scope: tuple[str, str, str], cands: list[Candidate]) -> Rec
 
 
 def _mem(c: Candidate) -> str:
-    parts = [f"{c.peak_rss_mb:,.0f} MB RAM"] if c.peak_rss_mb is not None else []
+    kind = "RSS" if c.peak_is_rss else "PSS"
+    parts = [f"{c.peak_mb:,.0f} MB RAM ({kind})"] if c.peak_mb is not None else []
     if c.peak_gpu_mb:
         parts.append(f"{c.peak_gpu_mb:,.0f} MB GPU")
     return " + ".join(parts) or "memory not recorded"

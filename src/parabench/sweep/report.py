@@ -34,7 +34,15 @@ from dataclasses import dataclass, field
 
 from parabench.case.result import Result
 from parabench.sweep.compare import Ratio, is_baseline, ratios, total_cores
-from parabench.sweep.recommend import group_key, is_busy, parity_cell, recommend
+from parabench.sweep.recommend import (
+    RSS_MARK,
+    group_key,
+    is_busy,
+    memory_cell,
+    parity_cell,
+    peak_memory,
+    recommend,
+)
 
 #: the reason Method.check gives for a workload the method cannot train at all
 UNSUPPORTED_MARK = " does not support workload "
@@ -73,7 +81,9 @@ class Row:
     quality: str = ""
     parity: str = "-"
     note: str = ""
-    peak_rss_mb: float | None = None
+    #: peak memory, MB: the PSS sum over the case's processes, else RSS (``peak_is_rss``)
+    peak_mb: float | None = None
+    peak_is_rss: bool = False
     peak_gpu_mb: float | None = None
     #: the fastest configuration whose parity holds, in its workload/device/profile
     fastest: bool = False
@@ -169,7 +179,7 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
             busy=_busy(ok, total_cores(workers, threads)),
             quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
             note=f"{failed} repeat(s) not ok" if failed else "",
-            peak_rss_mb=_median(r.peak_rss_mb for r in ok),
+            **dict(zip(("peak_mb", "peak_is_rss"), peak_memory(ok), strict=True)),
             peak_gpu_mb=_median(r.peak_gpu_mb for r in ok),
             fastest=key in fastest,
             extra={TO_TARGET: to_target} if to_target else {}, to_target_s=to_target_s,
@@ -218,9 +228,10 @@ def _ratio(value: float | None, baseline: str | None, spec: str, unit: str) -> s
 
 
 def _memory(r: Row) -> str:
-    if r.peak_rss_mb is None:
+    if r.peak_mb is None:
         return "-"
-    return f"{r.peak_rss_mb:,.0f}" + (f" +{r.peak_gpu_mb:,.0f}gpu" if r.peak_gpu_mb else "")
+    return memory_cell(r.peak_mb, r.peak_is_rss) + (f" +{r.peak_gpu_mb:,.0f}gpu"
+                                                   if r.peak_gpu_mb else "")
 
 
 def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
@@ -252,7 +263,7 @@ def not_applicable(rows: Iterable[Row]) -> str:
 def format_table(rows: list[Row]) -> str:
     extra_headers = sorted({h for r in rows for h in r.extra})
     header = ("workload", "method", "device", "workers", "batch", "profile", "options", "n",
-              "epoch s (IQR)", "samples/s", "speedup", "scaling", "peak MB", "parity",
+              "epoch s (IQR)", "samples/s", "speedup", "scaling", "peak MB (PSS)", "parity",
               *extra_headers, "quality / status")
     shown = [r for r in rows if not r.unsupported]
     lines = [header, *(_cells(r, extra_headers) for r in shown)]
@@ -281,6 +292,10 @@ def legend(rows: list[Row]) -> list[str]:
              "the same workload, device, profile, batch and data options"]
     for hint in sorted({h for r in ok for h in r.missing}):
         lines.append(f"missing baseline: {hint}")
+    if any(r.peak_is_rss for r in ok):
+        lines.append(f"peak MB: PSS summed over the case's processes (shared pages once);"
+                     f"{RSS_MARK}: RSS sum, PSS unreadable or not recorded (shared pages "
+                     "counted per process)")
     if any(not r.steady for r in ok):
         lines.append("~ one epoch only: its time includes the warm-up epoch, so it is not "
                      "steady state (use --epochs 2 or more)")

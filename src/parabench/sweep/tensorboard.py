@@ -9,10 +9,10 @@ Usage::
 Scalars per epoch (step = epoch, 1-based): ``loss``, ``epoch_s``, ``throughput``
 (samples/s of that epoch), ``quality`` where per-epoch quality was recorded, and
 ``components/<name>``; once per case (step = last epoch): ``quality/final``,
-``samples_per_s``, ``peak_rss_mb``, ``peak_gpu_mb``, ``startup_s``. Runs that did not finish
-ok still log what they measured. Records are written with TensorBoard's own protobufs and
-record framing, directly, because its EventFileWriter imports TensorFlow when that is
-installed (tens of seconds).
+``samples_per_s``, ``peak_mb`` (PSS sum, else RSS), ``peak_rss_mb``, ``peak_gpu_mb``,
+``startup_s``. Runs that did not finish ok still log what they measured. Records are written
+with TensorBoard's own protobufs and record framing, directly, because its EventFileWriter
+imports TensorFlow when that is installed (tens of seconds).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from parabench.case.result import Result
+from parabench.sweep.recommend import peak_memory
 
 
 def _modules() -> tuple[Any, Any, Any]:
@@ -61,7 +62,8 @@ def scalars(r: Result) -> list[tuple[str, int, float]]:
         out += [(f"components/{name}", i, v) for i, v in enumerate(values, 1)]
     last = max(len(r.epoch_s), 1)
     once = {"quality/final": r.quality.value if r.quality else None,
-            "samples_per_s": r.samples_per_s, "peak_rss_mb": r.peak_rss_mb,
+            "samples_per_s": r.samples_per_s, "peak_mb": peak_memory([r])[0],
+            "peak_rss_mb": r.peak_rss_mb,
             "peak_gpu_mb": r.peak_gpu_mb, "startup_s": r.startup_s}
     out += [(tag, last, float(v)) for tag, v in once.items() if v is not None]
     return [(tag, step, float(v)) for tag, step, v in out if v is not None]

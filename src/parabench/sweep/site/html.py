@@ -15,6 +15,7 @@ import base64
 from html import escape
 from pathlib import Path
 
+from parabench.sweep.recommend import memory_cell
 from parabench.sweep.report import Row
 from parabench.sweep.site.build import SAMPLES_NOTE, ReportData, Scope
 
@@ -52,15 +53,15 @@ def _recommendation(data: ReportData) -> str:
 def _table(rows: list[Row]) -> str:
     extra = sorted({h for r in rows for h in r.extra})
     head = ["workload", "method", "device", "workers", "batch", "profile", "options", "n",
-            "epoch s (IQR)", "samples/s", "speedup", "peak MB", "parity", *extra,
+            "epoch s (IQR)", "samples/s", "speedup", "peak MB (PSS)", "parity", *extra,
             "quality / status"]
     out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
     for r in rows:
         if r.unsupported:
             continue
         epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
-        mem = "-" if r.peak_rss_mb is None else f"{r.peak_rss_mb:,.0f}" + (
-            f" + {r.peak_gpu_mb:,.0f} GPU" if r.peak_gpu_mb else "")
+        mem = memory_cell(r.peak_mb, r.peak_is_rss) + (
+            f" + {r.peak_gpu_mb:,.0f} GPU" if r.peak_mb is not None and r.peak_gpu_mb else "")
         tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
         cells = [r.workload, r.method + (" *" if r.fastest else ""), r.device, r.workers,
                  r.batch_size, r.profile, r.options, r.repeats, epoch,

@@ -129,7 +129,7 @@ def components_figure(cands: list[Candidate]) -> Any | None:
 
 
 def memory_figure(cands: list[Candidate]) -> Any | None:
-    data = sorted((c for c in cands if c.peak_rss_mb is not None),
+    data = sorted((c for c in cands if c.peak_mb is not None),
                   key=lambda c: (c.method, c.workers))
     if not data:
         return None
@@ -139,7 +139,7 @@ def memory_figure(cands: list[Candidate]) -> Any | None:
     gpu = any(c.peak_gpu_mb for c in data)
     width = 0.4 if gpu else 0.7
     xs = list(range(len(data)))
-    ax.bar([x - (width / 2 if gpu else 0) for x in xs], [c.peak_rss_mb for c in data],
+    ax.bar([x - (width / 2 if gpu else 0) for x in xs], [c.peak_mb for c in data],
            width=width, label="peak RAM (all processes)")
     if gpu:
         ax.bar([x + width / 2 for x in xs], [c.peak_gpu_mb or 0.0 for c in data], width=width,
@@ -208,7 +208,7 @@ def batch_figure(cands: list[Candidate]) -> Any | None:
         cs.sort(key=lambda c: int(c.batch))
         xs = [int(c.batch) for c in cs]
         (line,) = ax.plot(xs, [c.throughput for c in cs], marker="o", label=name)
-        mx.plot(xs, [c.peak_rss_mb or 0 for c in cs], marker="o", label=name,
+        mx.plot(xs, [c.peak_mb or 0 for c in cs], marker="o", label=name,
                 color=line.get_color())
         auto = [c for c in cs if any(r.config.get("batch_size") == "auto" for r in c.results)]
         if auto:
