@@ -140,7 +140,7 @@ def memory_figure(cands: list[Candidate]) -> Any | None:
     width = 0.4 if gpu else 0.7
     xs = list(range(len(data)))
     ax.bar([x - (width / 2 if gpu else 0) for x in xs], [c.peak_mb for c in data],
-           width=width, label="peak RAM (all processes)")
+           width=width, label="peak RAM, PSS summed over all processes")
     if gpu:
         ax.bar([x + width / 2 for x in xs], [c.peak_gpu_mb or 0.0 for c in data], width=width,
                label="peak GPU (max_memory_allocated)")
@@ -150,7 +150,7 @@ def memory_figure(cands: list[Candidate]) -> Any | None:
         ax.set_title("Peak memory")
         ax.legend(fontsize=7, loc="upper right")  # "best" is slow on big plots
     else:  # one series: a title instead of a legend that hides bars
-        ax.set_title("Peak memory (RAM summed over all processes of the case)")
+        ax.set_title("Peak memory (PSS summed over all processes; RSS where not recorded)")
     fig.tight_layout()
     return fig
 
