@@ -139,3 +139,22 @@ def test_option_flags_sweep_as_grid_axes(tmp_path: Path) -> None:
     assert "precision=bf16" in proc.stdout and "precision=fp32" in proc.stdout
     bad = cli("run", "--precision", "fp8")
     assert bad.returncode == 2 and "'fp8' is not one of fp32, bf16, fp16" in bad.stderr
+
+
+def test_the_default_run_plans_the_coverage_grid_and_all_plans_the_full_sweep(
+    tmp_path: Path,
+) -> None:
+    from parabench.registry import methods
+    from parabench.sweep.plan import Grid, plan
+
+    out = str(tmp_path / "r.jsonl")
+    proc = cli("run", "--dry-run", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[1] for line in proc.stdout.splitlines()
+            if line.startswith(("  run ", "  skip "))]
+    assert {row.split("/")[1] for row in rows} == set(methods.names())
+    assert "estimated" in proc.stdout
+    assert len(rows) == len(plan(Grid(coverage=True, profile="tiny", epochs=1)))
+    full = cli("run", "--all", "--dry-run", "--out", out)
+    assert full.returncode == 0, full.stderr
+    assert f"{len(plan(Grid()))} case(s) planned" in full.stdout

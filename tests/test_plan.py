@@ -58,3 +58,36 @@ def test_benchmark_params_are_json() -> None:
 
     case = BenchCase(workload="mlp", method="ddp", device="cpu", workers=2)
     assert json.loads(json.dumps({"case": case})) == {"case": ["mlp", "ddp", "cpu", 2]}
+
+
+def test_the_coverage_grid_covers_every_method_and_every_workload() -> None:
+    from parabench.registry import methods, workloads
+    from parabench.sweep.plan import DATA_PARALLEL
+
+    cases = plan(Grid(coverage=True, profile="tiny", epochs=1))
+    planned = {c.config.method for c in cases}
+    assert planned == set(methods.names())  # runnable or a skipped row with its reason
+    assert all(c.skip_reason is None or c.skip_reason.strip() for c in cases)
+    for wl in workloads.names():
+        ran = {c.config.method for c in cases
+               if c.config.workload == wl and c.skip_reason is None}
+        assert "serial" in ran, wl
+        assert ran & set(DATA_PARALLEL), (wl, ran)
+    for c in cases:  # every runnable row has its baseline at equal cores, planned before it
+        if c.skip_reason is None and c.config.method not in ("serial", "tf_serial"):
+            base = "tf_serial" if c.config.method.startswith("tf_") else "serial"
+            before = cases[:cases.index(c)]
+            assert any(b.config.method == base and b.config.workload == c.config.workload
+                       and b.config.threads == c.config.workers * c.config.threads
+                       for b in before), c.config.label()
+    assert len(cases) < len(plan(Grid(profile="tiny", epochs=1))) / 3
+
+
+def test_without_coverage_the_plan_is_the_full_product() -> None:
+    full = plan(Grid(profile="quick"))
+    by_hand = plan(Grid(workloads=None, methods=None, profile="quick", coverage=False))
+    assert [c.config for c in full] == [c.config for c in by_hand]
+    from parabench.registry import methods, workloads
+
+    assert {(c.config.workload, c.config.method) for c in full} == {
+        (w, m) for w in workloads.names() for m in methods.names()}

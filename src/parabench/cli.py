@@ -4,13 +4,18 @@ Usage::
 
     parabench list [--json]
     parabench env [--json]
-    parabench run [--workload W,..] [--method M,..] [--device cpu,cuda] [--workers 1,2]
+    parabench run [--workload W,..] [--method M,..] [--all] [--device cpu,cuda] [--workers 1,2]
                   [--batch-size N,..|auto] [--epochs N] [--profile tiny|quick|full]
                   [--repeats R] [--seed S] [--timeout SEC] [--out FILE.jsonl] [--resume]
                   [--target-quality [Q|default] [--max-epochs N]]   # time to accuracy
                   [--report DIR] [--tensorboard DIR] [--dry-run]
     parabench report RESULTS.jsonl [...] [--out DIR]
     parabench compare BASE.jsonl NEW.jsonl [--threshold 10%]
+
+Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
+``parabench run`` with neither ``--workload`` nor ``--method`` plans the coverage grid (every
+method once, every workload under serial and a data-parallel method; tiny, 1 epoch: minutes,
+see :mod:`parabench.sweep.plan`); ``--all`` plans the full product (quick, 3 epochs: hours).
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 2 usage error (one line on stderr saying what was wrong and what is valid; found before any
@@ -37,6 +42,9 @@ from parabench.registry import UnknownNameError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_EPOCHS = 3
+#: the full sweep's profile (--all, or any --workload/--method) and the coverage grid's;
+#: the coverage grid's epochs (its budget: parabench.sweep.plan)
+FULL_PROFILE, COVERAGE_PROFILE, COVERAGE_EPOCHS = "quick", "tiny", 1
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # the shell's 130, 143
 
 
@@ -98,13 +106,18 @@ def _target(text: str) -> float | str:
     return value
 
 
+def _coverage(args: argparse.Namespace) -> bool:
+    """The coverage grid: neither --workload nor --method nor --all given."""
+    return not (args.workload or args.method or args.all_cases)
+
+
 def _epochs(args: argparse.Namespace) -> int:
     """Epochs per case: --epochs N (fixed), or --max-epochs N with --target-quality."""
     if args.target_quality is None:
         if args.max_epochs is not None:
             raise UsageError("--max-epochs caps a --target-quality run; for a fixed count "
                              "use --epochs N")
-        return args.epochs or DEFAULT_EPOCHS
+        return args.epochs or (COVERAGE_EPOCHS if _coverage(args) else DEFAULT_EPOCHS)
     if args.epochs is not None:
         raise UsageError("--epochs N trains exactly N epochs, --target-quality stops when "
                          "the target is reached; give its cap as --max-epochs N "
@@ -135,16 +148,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("env", help="system / runtime summary")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("run", help="run a grid of cases (default: the quick sweep of everything)")
+    p = sub.add_parser("run", help="run a grid of cases (default: the coverage grid, minutes)")
     p.add_argument("--workload", type=_csv(str, "workload names"),
                    help=f"one or more of: {', '.join(workloads.names())} (default: all)")
     p.add_argument("--method", type=_csv(str, "method names"),
                    help=f"one or more of: {', '.join(methods.names())} (default: all; "
                         "those that cannot run here are recorded as skipped)")
+    p.add_argument("--all", action="store_true", dest="all_cases",
+                   help="the full sweep: every workload x every method at each method's worker "
+                        f"counts (default profile {FULL_PROFILE}, {DEFAULT_EPOCHS} epochs: hours "
+                        "on 2 cores). Without it and without --workload/--method: the coverage "
+                        "grid, every method once on its cheapest workload and every workload "
+                        f"under serial and a data-parallel method ({COVERAGE_PROFILE}, "
+                        f"{COVERAGE_EPOCHS} epoch: minutes)")
     p.add_argument("--device", type=_csv(_choice(DEVICES), "devices"),
                    help="cpu, cuda (default: cpu, plus cuda when a GPU is present)")
     p.add_argument("--workers", type=_csv(_positive_int, "worker counts"),
-                   help="default: each method's own (1, 2, 4, .. up to the cores here)")
+                   help="default: each method's own (1, 2, 4, .. up to the cores here); "
+                        "2 in the coverage grid (see --all)")
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="threads per worker (default: cores // workers)")
     p.add_argument("--oversubscribe", action="store_true",
@@ -152,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_csv(_batch, "batch sizes"), default=[None],
                    help="N[,N..] or 'auto' (default: the workload's)")
     p.add_argument("--epochs", type=_positive_int, default=None,
-                   help=f"epochs per case; the first is warm-up (default: {DEFAULT_EPOCHS}); "
-                        "not with --target-quality, which takes --max-epochs")
+                   help=f"epochs per case; the first is warm-up (default: {DEFAULT_EPOCHS}; "
+                        f"{COVERAGE_EPOCHS} for the coverage grid); not with --target-quality, "
+                        "which takes --max-epochs")
     p.add_argument("--target-quality", type=_target, nargs="?", const=DEFAULT_TARGET,
                    metavar="Q|default",
                    help="time-to-accuracy mode: evaluate after every epoch, stop when held-out "
@@ -162,8 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-epochs", type=_positive_int, default=None,
                    help=f"with --target-quality: most epochs a case trains "
                         f"(default: {DEFAULT_MAX_EPOCHS})")
-    p.add_argument("--profile", type=_choice(PROFILES), default="quick",
-                   help="data/model size: tiny, quick, full (default: quick)")
+    p.add_argument("--profile", type=_choice(PROFILES), default=None,
+                   help=f"data/model size: tiny, quick, full (default: {FULL_PROFILE}; "
+                        f"{COVERAGE_PROFILE} for the coverage grid)")
     p.add_argument("--repeats", type=_positive_int, default=1,
                    help="repeats per case (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="data and model seed (default: 0)")
@@ -289,7 +312,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     grid = Grid(
         workloads=args.workload, methods=args.method, devices=args.device,
         workers=args.workers, batch_sizes=args.batch_size, epochs=_epochs(args),
-        profile=args.profile, repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
+        profile=args.profile or (COVERAGE_PROFILE if _coverage(args) else FULL_PROFILE),
+        coverage=_coverage(args), repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
         target_quality=args.target_quality,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args),

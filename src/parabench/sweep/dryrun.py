@@ -6,7 +6,22 @@ Usage::
 
 The estimate per case is the median wall time of earlier results of the same workload,
 method, device, workers, profile and epochs in the ``--out`` file; cases with no such history
-get a rough per-profile guess, and the total says how many estimates were guesses.
+get a guess (:func:`guess_s`), and the total says how many estimates were guesses.
+
+At ``tiny`` the guess is declared per case: the method's start-up (:data:`START_S`) plus
+epochs x the workload's epoch (:data:`TINY_EPOCH_S`), the epoch stretched when the case uses
+fewer than 2 cores. Both tables are rounded from the fastest ``tiny`` result of each case
+recorded on this 2-core CPU by 2026-11-23 (most under load 2-5, so they err long): serial
+mlp 7.7 s in all (6 s of it start-up), cnn 1.8 s per epoch, a torchrun start 5-7 s, Spark
+95 s (64 s start-up), vgg11 40-60 s per epoch at 1 thread. TensorFlow's only records (cnn:
+tf_serial 102 s, tf_multiworker 151 s, 45 and 114 s of it start-up) come from a spell in
+which ddp, fsdp and Spark ran 2.6-10x their best, so they are divided by 2.6, and TF's
+slower epochs are folded into its start-up. densenet121 and seq2seq are taken from the
+issue's load-3 run of vgg11 + densenet121 + seq2seq (259 s; vgg11 47.6 s per epoch),
+halved for a quiet machine; nbow is a guess. conv_autoencoder's one record (17 s per epoch,
+load unknown) is taken as 2x loaded. The planner
+(:mod:`parabench.sweep.plan`) ranks workloads by the same guess to pick the cheapest. Other
+profiles keep a flat per-profile guess (:data:`GUESS_S`).
 """
 
 from __future__ import annotations
@@ -16,9 +31,32 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from parabench.case.result import Result
+from parabench.config import RunConfig
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}
+#: seconds per tiny epoch (a fit, for estimators) on 2 cores; unlisted workloads: 5
+TINY_EPOCH_S = {"mlp": 0.5, "random_forest": 0.5, "nbow": 1.0, "cnn": 2.0,
+                "conv_autoencoder": 8.0, "seq2seq": 5.0, "densenet121": 20.0, "vgg11": 25.0}
+#: seconds a method takes to start a tiny case (imports, processes, clusters, JIT) and, for
+#: the forest peers, to fit beyond sklearn's; unlisted: 10
+START_S = {"serial": 5.0, "model_parallel": 5.0, "threads": 2.0, "processes": 6.0,
+           "xgboost": 4.0, "lightgbm": 10.0, "numba": 8.0, "torch": 8.0, "threads+torch": 10.0,
+           "ddp": 7.0, "fsdp": 9.0, "fedavg": 8.0, "pipeline": 7.0, "hybrid": 8.0,
+           "mpi": 12.0, "dask": 12.0, "dask+threads": 12.0, "dask+threads+torch": 14.0,
+           "torch+dask": 20.0, "cuml": 10.0, "spark": 90.0, "tf": 20.0, "tf_serial": 25.0,
+           "tf_multiworker": 50.0, "tf_mirrored": 25.0}
+#: the cores the tables were measured on
+TABLE_CORES = 2
+
+
+def guess_s(config: RunConfig) -> float:
+    """A case's guessed wall time in seconds, start-up included (see the module docstring)."""
+    if config.profile != "tiny":
+        return GUESS_S.get(config.profile, 120.0) * max(config.epochs, 1) / 3
+    cores = min(TABLE_CORES, config.workers * config.threads)
+    epoch = TINY_EPOCH_S.get(config.workload, 5.0) * TABLE_CORES / max(cores, 1)
+    return START_S.get(config.method, 8.0) + config.epochs * epoch
 
 
 def _key(workload: str, method: str, device: str, workers: int, profile: str,
@@ -53,16 +91,16 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
         if past:
             est, how = statistics.median(past), f"~{_clock(statistics.median(past))}"
         else:
-            est = GUESS_S.get(c.profile, 120.0) * max(c.epochs, 1) / 3
+            est = guess_s(c)
             how, guessed = f"~{_clock(est)}?", guessed + 1
         total += est
         runs += 1
         lines.append(f"  run   {c.label()}  {how}")
     skipped = sum(1 for c in cases if c.skip_reason is not None)
     if guessed == runs:
-        note = "; guessed from the profile (no earlier results of these cases in --out)"
+        note = "; guessed (no earlier results of these cases in --out)"
     elif guessed:
-        note = (f"; {guessed} guessed from the profile (marked ?), the rest from earlier "
+        note = (f"; {guessed} guessed (marked ?), the rest from earlier "
                 "results of the same cases")
     else:
         note = "; from earlier results of the same cases"

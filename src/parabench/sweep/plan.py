@@ -23,6 +23,36 @@ the baseline method, it also gets the baseline runs its ratios need
 threads, the baseline at ``w x t`` threads (speedup at equal cores) and at ``t`` threads
 (scaling efficiency), at the same workload, device, batch, options and repeat. The run at the
 grid's own threads stays last, so it is the one parity checks against, as before.
+
+**The coverage grid** (``Grid(coverage=True)``: what ``parabench run`` plans when given neither
+``--workload`` nor ``--method``; ``--all`` gives the product above) answers "does every method
+run, and how fast is each workload in parallel" in minutes instead of hours (:func:`coverage`):
+
+* every registered method once, on its cheapest workload (the smallest guessed case time,
+  :func:`parabench.sweep.dryrun.guess_s`; ties by name) among those it can run here, at the
+  smallest worker count that exercises it (:data:`COVERAGE_WORKERS` = 2, capped by the
+  method's ``max_workers``: 1 for the baselines and model_parallel). A method that can run
+  nothing here is planned on its cheapest supported workload anyway, so it is a skipped row
+  with its reason (no GPU, engine not installed), as in the full sweep.
+* every workload under its baseline and one data-parallel method, the first of
+  :data:`DATA_PARALLEL` that trains it (ddp for torch workloads, the threads forest for
+  estimators; TensorFlow's data-parallel method covers itself on mlp, the cheapest workload
+  with a Keras model).
+* the baseline of every runnable case (serial, tf_serial for the TensorFlow methods) at the
+  grid's threads, so every row has its parity and its speedup at equal cores. The extra
+  ratio baseline (serial at 1 thread, for 2 x 1's scaling efficiency) only where it is cheap
+  (guessed <= :data:`COVERAGE_EXTRA_MAX_S`): at 1 thread vgg11 and densenet121 alone would
+  take ~2 minutes; those rows' scaling efficiency names the run to add (``--all`` has it).
+* 1 epoch at the ``tiny`` profile unless told otherwise (the CLI's defaults).
+  With the guesses of :mod:`parabench.sweep.dryrun`: 42 cases, 40 to run, about 10 minutes
+  on 2 cores, most of it start-up: Spark 1.5 min, TensorFlow's methods 1.5 min, vgg11 and
+  densenet121 1 min each. Adding or slowing a workload or method moves that figure; the
+  tests keep the coverage, ``parabench run --dry-run`` shows the estimate.
+
+The first device of ``grid.devices`` (default: cpu, then cuda) a method runs the workload on
+is used. ``--workers`` replaces the worker count; ``--workload``/``--method`` narrow nothing
+here (they select the product instead). The result is deterministic: workloads in registry
+order, each with its baseline first, then the methods by name.
 """
 
 from __future__ import annotations
@@ -61,6 +91,8 @@ class Grid:
     #: time-to-target mode: a quality, or "default" for each workload's own (parabench.case.target);
     #: ``epochs`` is then the most epochs a case trains
     target_quality: float | str | None = None
+    #: plan the coverage grid (see the module docstring) instead of the full product
+    coverage: bool = False
 
     def config(self, *, workload: str, method: str, device: str, workers: int,
                batch_size: BatchSize = None, options: dict[str, Any] | None = None,
@@ -135,6 +167,8 @@ def _option_sets(options: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 def plan(grid: Grid) -> list[Case]:
     """Every case of the grid, in a stable order; names are checked before anything runs."""
+    if grid.coverage:
+        return coverage(grid)
     wl_names = list(grid.workloads or workloads.names())
     m_names = list(grid.methods or methods.names())
     for name in m_names:
@@ -159,15 +193,103 @@ def plan(grid: Grid) -> list[Case]:
     return _with_ratio_baselines(cases, grid, cores)
 
 
+#: worker count of the coverage grid's multi-worker cases: the smallest that parallelises
+COVERAGE_WORKERS = 2
+#: per workload, the first of these that trains it is its data-parallel method in the coverage
+DATA_PARALLEL = ("ddp", "threads", "tf_multiworker")
+#: the coverage grid's extra ratio baselines (serial at another thread count) are planned only
+#: when guessed to take at most this long: at tiny, mlp, cnn, nbow and random_forest (6-9 s);
+#: not conv_autoencoder, seq2seq (15-21 s), vgg11, densenet121 (45-55 s) or tf_serial (26 s)
+COVERAGE_EXTRA_MAX_S = 10.0
+
+
+def coverage(grid: Grid) -> list[Case]:
+    """The coverage grid (see the module docstring): every method once, every workload under
+    its baseline and a data-parallel method, and the baselines their ratios need."""
+    cores = available_cores()
+    out: list[Case] = []
+    for batch, options, repeat in itertools.product(
+            grid.batch_sizes, _option_sets(grid.options), range(grid.repeats)):
+        def judged(workload: str, method: str, workers: int, device: str | None = None,
+                   batch: BatchSize = batch, options: dict = options, repeat: int = repeat,
+                   ) -> Case:
+            config = grid.config(workload=workload, method=method, workers=workers,
+                                 device=device or _device(grid, workload, method),
+                                 batch_size=batch, options=options, repeat=repeat)
+            return Case(config=config, skip_reason=skip_reason(
+                config, oversubscribe=grid.oversubscribe, cores=cores))
+
+        out += _with_ratio_baselines(_coverage_slot(grid, judged), grid, cores,
+                                     max_s=COVERAGE_EXTRA_MAX_S)
+    return out
+
+
+def _coverage_slot(grid: Grid, judged: Any) -> list[Case]:
+    """One coverage grid at one batch size, option set and repeat; ``judged`` makes a Case."""
+    picked: dict[tuple[str, str], list[Case]] = {}
+    for method in methods:
+        counts = _coverage_workers(grid, method.name)
+        workload = _cheapest_workload(grid, method.name, counts[0], judged)
+        picked.setdefault((workload, method.name), [judged(workload, method.name, w)
+                                                    for w in counts])
+    for workload in workloads.names():
+        dp = next((m for m in DATA_PARALLEL if m in methods.names()
+                   and methods.get(m).supports(workloads.get(workload))), None)
+        for name in [m for m in [dp] if m]:
+            picked.setdefault((workload, name), [judged(workload, name, w)
+                                                 for w in _coverage_workers(grid, name)])
+    for (workload, name), cases in list(picked.items()):  # each runnable case's baseline
+        base = baseline_of(name)
+        if any(c.skip_reason is None for c in cases) and base in methods.names():
+            picked.setdefault((workload, base), [judged(workload, base, 1,
+                                                        device=cases[0].config.device)])
+    order = {name: i for i, name in enumerate(workloads.names())}
+    keys = sorted(picked, key=lambda k: (order[k[0]], not is_baseline(k[1]), k[1]))
+    return [case for key in keys for case in picked[key]]
+
+
+def _coverage_workers(grid: Grid, method: str) -> list[int]:
+    cap = methods.get(method).max_workers
+    if is_baseline(method) or cap == 1:
+        return [1]
+    counts = list(grid.workers or [COVERAGE_WORKERS])
+    return [min(n, cap) for n in counts] if cap else counts
+
+
+def _device(grid: Grid, workload: str, method: str) -> str:
+    """The first of the grid's devices the method runs the workload on, else its own first."""
+    own = methods.get(method).devices_for(workloads.get(workload))
+    return next((d for d in grid.devices or default_devices() if d in own), own[0])
+
+
+def _cheapest_workload(grid: Grid, method: str, workers: int, judged: Any) -> str:
+    """The cheapest workload the method runs here; else the cheapest it supports (a skipped
+    row saying why); else the cheapest of all (a row saying it supports none)."""
+    from parabench.sweep.dryrun import guess_s
+
+    def cost(name: str) -> tuple[float, str]:  # at tiny whatever the profile: one ranking
+        config = grid.config(workload=name, method=method, device="cpu", workers=workers)
+        return guess_s(config.replace(profile="tiny")), name
+
+    names = sorted(workloads.names(), key=cost)
+    supported = [n for n in names if methods.get(method).supports(workloads.get(n))]
+    runnable = [n for n in supported if judged(n, method, workers).skip_reason is None]
+    return (runnable or supported or names)[0]
+
+
 def _baseline_slot(config: RunConfig, method: str) -> tuple:
     """What a baseline run shares with the cases it is the baseline of."""
     return (config.workload, method, config.device, config.batch_size,
             tuple(sorted(config.options.items(), key=str)), config.repeat)
 
 
-def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int) -> list[Case]:
+def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
+                          max_s: float | None = None) -> list[Case]:
     """``cases`` plus, before each planned baseline run, the same baseline at every other
-    thread count the runnable cases' ratios need (none when no baseline run is planned)."""
+    thread count the runnable cases' ratios need (none when no baseline run is planned);
+    with ``max_s``, only those whose guessed time is at most that many seconds."""
+    from parabench.sweep.dryrun import guess_s
+
     needed: dict[tuple, set[int]] = {}
     for case in cases:
         c = case.config
@@ -180,6 +302,8 @@ def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int) -> list[Cas
         if is_baseline(c.method):
             for threads in sorted(needed.get(_baseline_slot(c, c.method), set()) - {c.threads}):
                 extra = c.replace(threads_per_worker=threads)
+                if max_s is not None and guess_s(extra) > max_s:
+                    continue
                 out.append(Case(config=extra, skip_reason=skip_reason(
                     extra, oversubscribe=grid.oversubscribe, cores=cores)))
         out.append(case)
