@@ -144,17 +144,25 @@ def test_option_flags_sweep_as_grid_axes(tmp_path: Path) -> None:
 def test_the_default_run_plans_the_coverage_grid_and_all_plans_the_full_sweep(
     tmp_path: Path,
 ) -> None:
-    from parabench.registry import methods
-    from parabench.sweep.plan import Grid, plan
-
+    # the expected plan is computed in a fresh interpreter, as the CLI's: other tests register
+    # plugin methods (tests/plugins) in this process, which the CLI never sees
+    expected = subprocess.run(
+        [sys.executable, "-c",
+         "from parabench.registry import methods\n"
+         "from parabench.sweep.plan import Grid, plan\n"
+         "print(','.join(methods.names()))\n"
+         "print(len(plan(Grid(coverage=True, profile='tiny', epochs=1))))\n"
+         "print(len(plan(Grid())))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    names, coverage, full_sweep = set(expected[0].split(",")), int(expected[1]), expected[2]
     out = str(tmp_path / "r.jsonl")
     proc = cli("run", "--dry-run", "--out", out)
     assert proc.returncode == 0, proc.stderr
     rows = [line.split()[1] for line in proc.stdout.splitlines()
             if line.startswith(("  run ", "  skip "))]
-    assert {row.split("/")[1] for row in rows} == set(methods.names())
+    assert {row.split("/")[1] for row in rows} == names
     assert "estimated" in proc.stdout
-    assert len(rows) == len(plan(Grid(coverage=True, profile="tiny", epochs=1)))
+    assert len(rows) == coverage
     full = cli("run", "--all", "--dry-run", "--out", out)
     assert full.returncode == 0, full.stderr
-    assert f"{len(plan(Grid()))} case(s) planned" in full.stdout
+    assert f"{full_sweep} case(s) planned" in full.stdout

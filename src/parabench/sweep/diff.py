@@ -141,8 +141,8 @@ def compare(base: Iterable[Result], new: Iterable[Result], threshold: float = 0.
 
 
 def _case(key: tuple) -> str:
-    workload, method, device, workers, batch, profile, options, epochs, seed = key
-    text = f"{workload}/{method} {device} w={workers} bs={batch} {profile} e={epochs}"
+    workload, method, device, workers, batch, profile, options, threads, epochs, seed = key
+    text = f"{workload}/{method} {device} w={workers}x{threads} bs={batch} {profile} e={epochs}"
     text += "" if seed == 0 else f" seed={seed}"
     return text + ("" if options == "-" else f" {options}")
 
