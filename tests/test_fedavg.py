@@ -350,7 +350,7 @@ def test_parity_flags_a_broken_server(broken: type) -> None:
     assert gap("mlp", "tiny", "noniid", broken) < -tolerance("mlp", "tiny")
 
 
-@pytest.mark.slow
+@pytest.mark.long  # ~7 minutes together: `pytest -m long` runs them (tiny covers both above)
 @pytest.mark.parametrize("split", ["iid", "noniid"])
 @pytest.mark.parametrize("workload", ["mlp", "cnn"])
 def test_quality_reaches_serial_within_its_seed_spread_quick(workload: str, split: str) -> None:
