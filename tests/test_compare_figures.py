@@ -119,6 +119,28 @@ def test_the_baseline_shares_data_options_and_is_the_methods_baseline_method() -
     assert compare.ratios(tf, times).speedup.value == 3.0
 
 
+def test_an_estimators_serial_baseline_is_its_one_thread_run() -> None:
+    """serial fits scikit-learn with n_jobs=1: at 2 total cores its baseline is the t=1 run
+    (the planner runs it once), and a torch workload still needs serial at 2 threads."""
+    forest = key("threads", 2, 1, batch="-", workload="random_forest")
+    times = {forest: 2.0, key("serial", 1, 1, batch="-", workload="random_forest"): 3.0}
+    r = compare.ratios(forest, times)
+    assert r.speedup.value == 1.5 and r.speedup.baseline == "serial/cpu t=1 bs=-"
+    assert r.scaling_efficiency.value == 0.75
+    assert compare.baseline_threads("random_forest", "serial", 2) == 1
+    assert compare.baseline_threads("mlp", "serial", 2) == 2
+    assert compare.baseline_threads("random_forest", "tf_serial", 2) == 2
+
+
+def test_the_plan_runs_an_estimators_serial_baseline_once_at_one_thread() -> None:
+    from parabench.sweep.plan import Grid, plan
+
+    cases = plan(Grid(workloads=("random_forest",), methods=("serial", "threads"),
+                      workers=(2,), threads_per_worker=1, profile="tiny"))
+    serial = [c.config for c in cases if c.config.method == "serial"]
+    assert [c.threads for c in serial] == [1]
+
+
 # --- the steady-state time and the slowest-rank fold ---------------------------------------
 
 def _result(epoch_s: list[float]) -> Result:

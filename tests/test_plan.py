@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from parabench import hardware
+from parabench.sweep.compare import baseline_threads
 from parabench.sweep.plan import BenchCase, Grid, bench_cases, case_markers, plan
 
 pytestmark = pytest.mark.cpu
@@ -77,9 +78,10 @@ def test_the_coverage_grid_covers_every_method_and_every_workload() -> None:
         if c.skip_reason is None and c.config.method not in ("serial", "tf_serial"):
             base = "tf_serial" if c.config.method.startswith("tf_") else "serial"
             before = cases[:cases.index(c)]
+            cores = baseline_threads(c.config.workload, base,
+                                     c.config.workers * c.config.threads)
             assert any(b.config.method == base and b.config.workload == c.config.workload
-                       and b.config.threads == c.config.workers * c.config.threads
-                       for b in before), c.config.label()
+                       and b.config.threads == cores for b in before), c.config.label()
     assert len(cases) < len(plan(Grid(profile="tiny", epochs=1))) / 3
 
 

@@ -65,6 +65,19 @@ def baseline_of(method: str) -> str:
     return BASELINE_METHOD
 
 
+def baseline_threads(workload: str, baseline: str, threads: int) -> int:
+    """The threads ``baseline`` runs ``workload`` with when given ``threads``: serial fits a
+    scikit-learn estimator with ``n_jobs=1`` whatever it is given, so its one-thread run is
+    also the serial "with the same total cores" (a second run at 2 threads would repeat it)."""
+    from parabench.registry import workloads
+    from parabench.workload import EstimatorWorkload
+
+    if baseline == BASELINE_METHOD and workload in workloads and isinstance(
+            workloads.get(workload), EstimatorWorkload):
+        return 1
+    return threads
+
+
 def is_baseline(method: str) -> bool:
     """Whether ``method`` is a baseline others are compared with (it is its own baseline)."""
     return baseline_of(method) == method
@@ -212,8 +225,9 @@ def ratios(key: CaseKey, times: Mapping[tuple, float]) -> Ratios:
     key = CaseKey(*key)
     mine = times.get(key)
     out = []
-    for threads, divide in ((total_cores(key.workers, key.threads), 1),
-                            (key.threads, key.workers)):
+    for asked, divide in ((total_cores(key.workers, key.threads), 1),
+                          (key.threads, key.workers)):
+        threads = baseline_threads(key.workload, baseline_of(key.method), asked)
         base = find_baseline(key, times, threads)
         wanted = base or key._replace(method=baseline_of(key.method), workers=1,
                                       threads=threads)

@@ -67,7 +67,7 @@ from parabench import hardware
 from parabench.case.target import resolve_target
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
 from parabench.registry import methods, workloads
-from parabench.sweep.compare import BASELINE_METHOD, baseline_of, is_baseline
+from parabench.sweep.compare import BASELINE_METHOD, baseline_of, baseline_threads, is_baseline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,11 +294,16 @@ def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
     for case in cases:
         c = case.config
         if case.skip_reason is None and not is_baseline(c.method):
-            needed.setdefault(_baseline_slot(c, baseline_of(c.method)), set()).update(
-                {c.workers * c.threads, c.threads})
+            base = baseline_of(c.method)
+            needed.setdefault(_baseline_slot(c, base), set()).update(
+                baseline_threads(c.workload, base, t) for t in (c.workers * c.threads, c.threads))
     out: list[Case] = []
     for case in cases:
         c = case.config
+        if is_baseline(c.method) and (own := baseline_threads(c.workload, c.method,
+                                                              c.threads)) != c.threads:
+            c = c.replace(threads_per_worker=own)  # what it records: one run, not two
+            case = Case(config=c, skip_reason=case.skip_reason)
         if is_baseline(c.method):
             for threads in sorted(needed.get(_baseline_slot(c, c.method), set()) - {c.threads}):
                 extra = c.replace(threads_per_worker=threads)
