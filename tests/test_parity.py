@@ -172,3 +172,17 @@ def test_a_loss_spread_is_relative_to_its_mean(monkeypatch: pytest.MonkeyPatch) 
     assert parity["spread"] == pytest.approx(0.05)  # std / mean
     assert parity["tolerance"] == pytest.approx(3 * 0.05 * 0.040)
     assert parity["status"] == "ok" and parity["gap"] == pytest.approx(-0.005)
+
+
+def test_shipped_table_covers_every_shipped_workload_at_tiny() -> None:
+    """The default run is tiny: no shipped workload may fall back to a guessed spread there."""
+    from parabench.registry import workloads
+
+    shipped = spread.table()
+    names = [n for n in workloads.names()  # not the plugin workloads other tests register
+             if type(workloads.get(n)).__module__.startswith("parabench.")]
+    assert len(names) >= 8
+    for name in names:
+        entry = shipped[name]["tiny"]
+        assert entry["std"] > 0 and len(entry["values"]) >= 3, name
+        assert entry["command"].startswith("python scripts/seed_spread.py") and entry["date"]
