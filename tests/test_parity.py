@@ -100,13 +100,22 @@ def _trace(scale: float = 1.0) -> dict:
             "digest": {"w": {"sum": 3.0 * scale, "norm": 4.0, "proj": [1.0, -2.0]}}}
 
 
-def test_exact_parity_follows_the_trajectory_not_the_accuracy() -> None:
+def test_exact_parity_follows_the_trajectory_and_still_checks_the_evaluation() -> None:
+    from parabench.sweep.recommend import parity_text
+
     serial = _result("serial", 0.80, trace=_trace())
-    same = assess(_result("wide_serial", 0.70, trace=_trace()), [serial])  # accuracy off
+    same = assess(_result("wide_serial", 0.795, trace=_trace()), [serial])  # a flipped sample
     drift = assess(_result("wide_serial", 0.80, trace=_trace(1.01)), [serial])  # accuracy on
     assert same["status"] == "ok" and same["basis"] == "trajectory"
     assert drift["status"] == "failed" and drift["basis"] == "trajectory"
     assert drift["loss_rel_max"] > same["loss_rel_max"]
+    assert parity_text(drift).startswith("FAILED loss")
+    # trained exactly like serial, but the held-out evaluation lands elsewhere (e.g. a rank
+    # scoring its shard of the test set): the trajectory cannot see it, the quality check does
+    misjudged = assess(_result("wide_serial", 0.70, trace=_trace()), [serial])
+    assert misjudged["status"] == "failed" and misjudged["trajectory_ok"]
+    assert misjudged["quality_tolerance"] == EXACT_TOLERANCE and "evaluation" in misjudged["reason"]
+    assert parity_text(misjudged) == "FAILED quality -0.100"
 
 
 def _forest(method: str, quality: float, sha: str) -> Result:

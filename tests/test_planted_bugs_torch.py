@@ -36,7 +36,7 @@ def test_every_planted_bug_fails_parity_in_the_cli(tmp_path: Path) -> None:
     path = os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p)
     env = os.environ | {"PYTHONPATH": path, "PARABENCH_PLUGINS": "torch_bugs"}
     cmd = [sys.executable, "-m", "parabench", "run", "--workload", "mlp",
-           "--method", ",".join(("serial", "ddp", *BUGS)), "--workers", "2",
+           "--method", ",".join(("serial", "ddp", *BUGS, "ddp_staleeval")), "--workers", "2",
            "--profile", "tiny", "--epochs", "1", "--threads", "1", "--out", str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500,
                           cwd=tmp_path)
@@ -57,3 +57,8 @@ def test_every_planted_bug_fails_parity_in_the_cli(tmp_path: Path) -> None:
         assert parity["basis"] == "trajectory", (bug, parity)
         assert parity["status"] == "failed", (bug, parity)
         assert "FAILED" in _row(proc.stdout, bug), bug
+
+    stale = rows["ddp_staleeval"]["parity"]  # trained like serial, evaluated the wrong model
+    assert stale["basis"] == "trajectory" and stale["trajectory_ok"], stale
+    assert stale["status"] == "failed" and "evaluation" in stale["reason"], stale
+    assert "FAILED quality" in _row(proc.stdout, "ddp_staleeval")

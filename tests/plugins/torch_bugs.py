@@ -1,4 +1,4 @@
-"""Planted bugs for the run-level trajectory checks: five broken torch methods, one mistake each.
+"""Planted bugs for the run-level parity checks: six broken torch methods, one mistake each.
 
 Usage (a test plugin, loaded like every plugin)::
 
@@ -15,6 +15,8 @@ Usage (a test plugin, loaded like every plugin)::
 * ``pipeline_unscaled``: pipeline whose micro-batch losses keep weight 1 instead of their
   share of the global batch (gradient and loss x micro-batches).
 * ``fsdp_nosync``: FSDP2 with gradient synchronisation turned off (no reduce-scatter).
+* ``ddp_staleeval``: DDP that trains correctly but scores a copy of the untrained model: the
+  trajectory matches serial's, the held-out quality check must fail it.
 
 Every one must show parity FAILED on the trajectory (``tests/test_planted_bugs_torch.py``).
 """
@@ -111,7 +113,25 @@ def _ddp_bug(name: str, program: type) -> None:
         "session_class": session, "__module__": __name__}))
 
 
+class StaleEvalProgram(DDPProgram):
+    """Scores a copy of the model taken before training (the weights never reach it)."""
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        import copy
+
+        self.stale = copy.deepcopy(model)
+        return super().wrap(model)
+
+    def evaluate(self) -> float | None:  # the digest still reads the trained model
+        from parabench.torch.loop import predict
+
+        if self.ctx.rank != 0:
+            return None
+        return self.workload.score(predict(self.stale, self.x_test), self.y_test)
+
+
 _ddp_bug("ddp_sum", SumProgram)
+_ddp_bug("ddp_staleeval", StaleEvalProgram)
 _ddp_bug("ddp_noreduce", NoReduceProgram)
 _ddp_bug("ddp_unsharded", UnshardedProgram)
 

@@ -23,7 +23,9 @@ Parity fails when the method is worse than serial by more than the tolerance:
   profile, 2 epochs, ended 0.008 accuracy from serial although its weights match serial's to
   float tolerance after several steps (the tests check weights, far more strictly). The
   failures this must catch (a run stuck at chance, an unsharded or un-averaged run that
-  diverges) are gaps of tenths.
+  diverges) are gaps of tenths. When both runs recorded a trajectory (torch) it decides
+  instead, two-sided (:mod:`parabench.sweep.trajectory`), and the quality tolerance remains
+  as a second check on the held-out evaluation, which the trajectory does not cover.
 * methods with ``parity = "statistical"`` (federated averaging, histogram forests, Spark)
   run another algorithm: tolerance is :data:`SPREAD_FACTOR` x the serial baseline's own
   seed-to-seed standard deviation of quality, read from the shipped, measured table
@@ -157,8 +159,17 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
         out["samples_per_client"] = result.extra["samples_per_client"]
     evidence = exact_evidence(result, base) if kind == "exact" else None
     if evidence is not None:  # exact: the trajectory or the predictions decide, not accuracy
+        same = evidence.pop("ok")
         out.update(evidence, tolerance=evidence.get("tolerance", 0.0),
-                   status="ok" if evidence.pop("ok") else "failed")
+                   status="ok" if same else "failed")
+        if evidence["basis"] == "trajectory":
+            # the trace proves training; the held-out evaluation (another code path per
+            # method) must still land on serial's quality within the quality tolerance
+            out.update(trajectory_ok=same, quality_tolerance=tol)
+            if same and not parity_holds(gap, tol):
+                out.update(status="failed", reason=(
+                    "training matches serial's first steps but the held-out quality does "
+                    "not: the method's evaluation differs (or training diverged later)"))
     return out
 
 

@@ -185,6 +185,8 @@ def parity_text(p: dict[str, Any]) -> str:
         if "loss_rel_max" not in p:  # e.g. a different number of traced steps
             return "ok" if ok else "FAILED steps differ"
         loss, weight = p["loss_rel_max"], p["weight_rel_l2"]
+        if not ok and p.get("trajectory_ok"):  # trained like serial, evaluated otherwise
+            return f"FAILED quality {p.get('gap', 0.0):+.3f}"
         if not ok:
             return f"FAILED loss {_sci(loss)} w {_sci(weight)}"
         loss_share, weight_share = _trajectory_share(p)
