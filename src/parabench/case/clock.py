@@ -10,10 +10,11 @@ Usage::
     # on a rank: barrier; t0; work(); sync; t1; barrier - the slowest rank's seconds is the job's
     clock = Clock(sync=ctx.synchronize, barrier=ctx.barrier)
 
-    spans = Spans(cuda=False)              # components inside a region
+    spans = Spans(cuda=False)              # components inside a region, exclusive:
     with spans("forward"):
         ...
-    spans.seconds()                        # {"forward": 0.12, ...}
+    spans.seconds()                        # {"forward": 0.12, ...} (a nested span's time
+                                           # is not also its enclosing span's)
 
 The harness (:mod:`parabench.case.lifecycle` in the case's process, the rank driver on each
 rank) makes the clocks and hands them to sessions and rank programs, which say *what* the work
@@ -89,36 +90,66 @@ class Clock:
 
 
 class Spans:
-    """Named time totals inside a region: host clock on CPU, CUDA event pairs on a GPU."""
+    """Exclusive named time totals inside a region: host clock on CPU, CUDA events on a GPU.
 
-    def __init__(self, cuda: bool = False) -> None:
+    Spans nest as a stack: a span opened inside another is that span's child, and its time is
+    taken out of its parent's, so every instant counts for one name only and the totals
+    partition the covered time (``forward`` around a timed wait shows the wait apart)::
+
+        with spans("backward"):          # 1.0 s in all
+            with spans("communication"): # 0.3 s of it
+                ...
+        spans.seconds()                  # {"backward": 0.7, "communication": 0.3}
+    """
+
+    def __init__(self, cuda: bool = False, *, timer: Callable[[], float] = now) -> None:
         self.cuda = cuda
+        #: the host clock read (:func:`now`; tests inject a scripted one)
+        self.timer = timer
         self.reset()
 
     def reset(self) -> None:
         self.totals: dict[str, float] = defaultdict(float)
-        self.events: list[tuple[str, Any, Any]] = []
+        #: CUDA: (name, start event, end event, index of the enclosing span or -1)
+        self.events: list[tuple[str, Any, Any, int]] = []
+        #: the open spans: CPU [name, t0, seconds of children]; CUDA the index in ``events``
+        self._open: list[Any] = []
 
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         if not self.cuda:
-            t0 = now()
+            frame = [name, self.timer(), 0.0]
+            self._open.append(frame)
             try:
                 yield
             finally:
-                self.totals[name] += now() - t0
+                self._open.pop()
+                elapsed = self.timer() - frame[1]
+                self.totals[name] += elapsed - frame[2]
+                if self._open:
+                    self._open[-1][2] += elapsed
             return
         import torch
 
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        parent = self._open[-1] if self._open else -1
+        self._open.append(len(self.events))
+        self.events.append((name, start, end, parent))
         start.record()
-        yield
-        end.record()
-        self.events.append((name, start, end))
+        try:
+            yield
+        finally:
+            end.record()
+            self._open.pop()
 
     def seconds(self) -> dict[str, float]:
-        """Totals per name (CUDA: call after the region's synchronise)."""
+        """Exclusive totals per name (CUDA: call after the region's synchronise)."""
         out = dict(self.totals)
-        for name, start, end in self.events:
-            out[name] = out.get(name, 0.0) + start.elapsed_time(end) / 1e3
+        elapsed = [start.elapsed_time(end) / 1e3 for _, start, end, _ in self.events]
+        own = list(elapsed)
+        for i, (_, _, _, parent) in enumerate(self.events):
+            if parent >= 0:
+                own[parent] -= elapsed[i]
+        for (name, *_), seconds in zip(self.events, own, strict=True):
+            out[name] = out.get(name, 0.0) + seconds
         return out

@@ -17,14 +17,14 @@ each component: :mod:`parabench.torch.pipeline`.
 Parity is exact: micro-batch losses are weighted by their share of the batch and gradients
 accumulated unscaled, so each optimizer step equals ``serial``'s on the whole global batch.
 
-Bubble: per epoch, ``components["idle"]`` is the **mean over stages** of the time a stage
-computed nothing (epoch - data - forward - backward - optimizer on that rank), so
-``idle / epoch`` = sum of idle / (stages x epoch) is the measured bubble fraction, recorded
+Bubble: a stage's ``idle`` is the time it computed nothing (epoch - data - forward -
+backward - optimizer - communication on that rank); the **mean over stages** of idle / epoch
+is the measured bubble fraction, recorded
 per epoch in ``bubble_fraction`` (and per rank in ``idle_fraction_per_rank``) next to the
 ideal pipeline's ``bubble_theory`` = (p - 1) / (m + p - 1), and ``bubble_theory_flops``, the
 same fill-drain model with the stages' FLOP shares instead of equal stages (imbalance
 included). The measured figure also holds P2P waits and the schedule's own overhead.
-Other components fold as in every distributed method: the slowest rank's value.
+Components fold as in every distributed method: the slowest rank's, which sum to the epoch.
 
 Workloads without a sequential view, or with fewer cut points than stages, are skipped with
 the reason. Not supported (skipped with the reason): ``--batch-size auto``, DataLoader knobs

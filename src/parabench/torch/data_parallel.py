@@ -212,11 +212,22 @@ class DataParallelProgram(ABC):
         if self.comm is not None:
             self.comm.reset()
 
-    def epoch_components(self) -> dict[str, float]:
-        """Extra per-epoch components: ``communication`` when the parallelizer timed it."""
-        return {} if self.comm is None else {"communication": self.comm.seconds()}
+    def epoch_components(self, loop: dict[str, float]) -> dict[str, float]:
+        """The loop's components with ``communication`` when the parallelizer timed it.
+
+        DDP's all-reduce is in flight while backward runs (the hook launches each bucket as
+        its gradients are ready; backward ends waiting for the last): that time is shown as
+        ``communication`` and taken out of ``backward``, so the two stay exclusive.
+        """
+        if self.comm is None:
+            return dict(loop)
+        comm = self.comm.seconds()
+        backward = loop.get("backward", 0.0)
+        return {**loop, "backward": max(0.0, backward - comm), "communication": comm}
 
     def train_epoch(self, epoch: int) -> EpochStats:
+        from parabench.torch.loop import partition
+
         def work() -> EpochStats:
             # the shard belongs in the epoch's time, as serial's order does
             self.before_epoch()
@@ -225,10 +236,10 @@ class DataParallelProgram(ABC):
             return self.loop.train_epoch(epoch, indices=self.shard(epoch))
 
         stats, seconds = self.ctx.timed(work)
-        components = {**stats.components, **self.epoch_components()}
         # the trace's digest (first epoch only) is not training: its seconds are left out
-        return dataclasses.replace(stats, seconds=seconds - self.loop.trace_s,
-                                   components=components)
+        seconds -= self.loop.trace_s
+        components = partition(self.epoch_components(stats.components), seconds)
+        return dataclasses.replace(stats, seconds=seconds, components=components)
 
     def digest(self) -> dict[str, Any] | None:
         """The weight digest after step K: every rank gathers (FSDP), rank 0 reports."""

@@ -53,7 +53,8 @@ are the loop's ``data`` / ``forward`` / ``backward`` / ``optimizer`` summed over
 clients, plus ``communication``: loading the global weights into each client (the download) and the
 weighted accumulation, all-reduce and write-back (the upload and averaging); and ``idle``: a
 barrier before the all-reduce, i.e. the wait for the slowest rank's clients (unequal non-IID
-shards, a busier core), kept out of ``communication``.
+shards, a busier core), kept out of ``communication``; ``other`` is the rest of the epoch
+(:func:`parabench.torch.loop.partition`), so the components sum to its seconds.
 """
 
 from __future__ import annotations
@@ -264,6 +265,8 @@ class FedAvgProgram:
         return self._timed_rounds(range(round_, round_ + 1))
 
     def _timed_rounds(self, rounds: range) -> EpochStats:
+        from parabench.torch.loop import partition
+
         def run() -> tuple[list[EpochStats], dict[str, float]]:
             passes: list[EpochStats] = []
             exchange: dict[str, float] = {"communication": 0.0, "idle": 0.0}
@@ -281,6 +284,7 @@ class FedAvgProgram:
             for name, value in p.components.items():
                 components[name] = components.get(name, 0.0) + value
         components.update(exchange)
+        components = partition(components, seconds)  # the passes' own "other" recomputed
         loss = sum(p.loss * p.samples for p in passes) / samples
         return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components)
 

@@ -155,7 +155,11 @@ class ModelParallelSession(LocalTorchSession):
         # the whole loop call, ended by the clock's synchronise of every stage's device
         stats, seconds = self.clock.time(lambda: self.loop.train_epoch(epoch))
         self._keep_trace()
-        return dataclasses.replace(stats, seconds=seconds - self.loop.trace_s)
+        seconds -= self.loop.trace_s
+        from parabench.torch.loop import partition  # "other" over the whole timed call
+
+        return dataclasses.replace(stats, seconds=seconds,
+                                   components=partition(stats.components, seconds))
 
     def state_dict(self) -> dict[str, Any]:
         """The workload model's weights (the stages share them) on the CPU."""

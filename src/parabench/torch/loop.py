@@ -27,8 +27,13 @@ and moving it to the device), ``forward`` (model and loss), ``backward``, ``opti
 the step's boundaries (about 60 ns each, four per step: far below 1 % of any step here). On
 CUDA they are CUDA events recorded on the stream at the same boundaries, read after the
 epoch's final synchronise, so no extra synchronisation enters the timed loop; ``data`` on
-CUDA is then the GPU-timeline gap while the host fetched the batch. Components sum to the
-epoch time minus the order generation and the loop's own bookkeeping.
+CUDA is then the GPU-timeline gap while the host fetched the batch. Components are exclusive
+and partition the epoch: ``other`` is the rest (producing the sample order, the loop's own
+bookkeeping), :func:`partition`. Methods add their own, exclusive too: ``communication``
+(DDP's all-reduce in flight, taken out of ``backward``; fedavg's exchange; hybrid's gradient
+all-reduce) and ``idle`` (fedavg waiting for the slowest rank; a pipeline stage computing
+nothing). A distributed epoch's components are its slowest rank's
+(:func:`parabench.torch.session.fold_epochs`), so they sum to the epoch's seconds.
 
 Precision: ``fp32`` (default), or ``bf16`` / ``fp16`` autocast around forward and loss
 (``fp16`` with a gradient scaler, CUDA only).
@@ -99,6 +104,17 @@ class _EpochBatches(torch.utils.data.Sampler):
     def __iter__(self) -> Iterator[list[int]]:
         bs = self.batch_size
         return (self.order[i : i + bs] for i in range(0, len(self.order), bs))
+
+
+def partition(components: Mapping[str, float], seconds: float) -> dict[str, float]:
+    """``components`` with ``other``: the epoch's seconds no named component covers.
+
+    Named components are exclusive, so ``other`` is never below zero beyond clock noise (it is
+    clamped at 0 there); a sum of named components well above ``seconds`` is a double count
+    that clamping cannot hide (the sum then exceeds the epoch).
+    """
+    named = {name: value for name, value in components.items() if name != "other"}
+    return {**named, "other": max(0.0, seconds - sum(named.values()))}
 
 
 class _Marks:
@@ -245,11 +261,12 @@ class TorchLoop:
         n, seconds = self.clock.time(run)
         if digest:
             self.trace_piece = _piece(losses[: self.trace_steps], n, self.batch_size, digest[0])
+        seconds -= self.trace_s
         return EpochStats(
-            seconds=seconds - self.trace_s,
+            seconds=seconds,
             loss=_mean_loss(losses, n, self.batch_size),
             samples=n,
-            components=marks.components(),
+            components=partition(marks.components(), seconds),
         )
 
     def _digest(self, out: list[dict[str, Any] | None]) -> None:

@@ -29,12 +29,14 @@ Timing per rank (:class:`parabench.case.clock.Spans`: host clock on CPU, CUDA ev
 after the epoch's synchronise):
 ``data`` (index this step's samples and split them), ``forward`` (the stage's
 ``forward_one_chunk`` calls and, on the last stage, the loss), ``backward``
-(``backward_one_chunk``), ``optimizer`` (step + zero_grad), ``communication`` (time blocked in
-the schedule's P2P waits, plus the gradient all-reduce of ``hybrid``) and ``idle`` = epoch
-time - (data + forward + backward + optimizer + all-reduce): the time this stage computed
-nothing, i.e. the pipeline bubble, stage imbalance and waiting for activations (the P2P part of
-``communication`` lies inside ``idle``). Only the last stage counts samples and loss, so the
-folded epoch counts every global sample once.
+(``backward_one_chunk``), ``optimizer`` (step + zero_grad), ``communication`` (the gradient
+all-reduce of ``hybrid``; 0 for one replica) and ``idle`` = epoch time - all of those: the
+time this stage computed nothing, i.e. the pipeline bubble, stage imbalance and the schedule's
+P2P waits for activations and gradients (on the host, waiting for a neighbour and the transfer
+itself cannot be told apart, so both are idle; the waits alone are timed, as a span nested in
+whatever encloses them, and noted per rank as ``p2p_wait_s``). Spans are exclusive, so the
+components partition the epoch. Only the last stage counts samples and loss, so the folded
+epoch counts every global sample once.
 
 Trace (exact parity): the first epoch's first K steps (:func:`parabench.torch.loop.trace_steps`)
 give each last stage's per-step loss sums; right after step K every rank digests the tensors
@@ -182,7 +184,7 @@ class PipelineProgram:
         if losses:  # weighted means: their sum x the global step is this replica's loss sum
             self.loss_sums.append(torch.stack(losses).detach().sum() * global_size)
         if self.dp_group is not None:
-            with self.spans("allreduce"):
+            with self.spans("communication"):
                 self._allreduce_grads()
         with self.spans("optimizer"):
             self.optimizer.step()
@@ -255,17 +257,21 @@ class PipelineProgram:
         self.loss_sums: list[torch.Tensor] = []
         samples, seconds = self.ctx.timed(lambda: self._epoch(epoch))
         seconds -= self.trace_s  # the trace's digest is not training
-        t = self.spans.seconds()
-        parts = {name: t.get(name, 0.0) for name in ("data", "forward", "backward", "optimizer")}
-        busy = sum(parts.values()) + t.get("allreduce", 0.0)
-        components = {**parts, "communication": t.get("p2p", 0.0) + t.get("allreduce", 0.0),
-                      "idle": max(0.0, seconds - busy)}
+        components = self.components(seconds)
         if not self.last:  # the last stage reports the loss and counts the samples
             return EpochStats(seconds=seconds, loss=0.0, samples=0, components=components)
         import torch
 
         loss = float(torch.stack(self.loss_sums).sum().item()) / samples
         return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components)
+
+    def components(self, seconds: float) -> dict[str, float]:
+        """The epoch's exclusive components; ``idle`` the rest, P2P waits included."""
+        t = self.spans.seconds()
+        names = ("data", "forward", "backward", "optimizer", "communication")
+        parts = {name: t.get(name, 0.0) for name in names}
+        self.notes["p2p_wait_s"] = round(t.get("p2p", 0.0), 6)
+        return {**parts, "idle": max(0.0, seconds - sum(parts.values()))}
 
     def state_dict(self) -> dict[str, Any]:
         """The whole model's weights on every rank: each stage's from replica 0 (collective)."""

@@ -44,19 +44,18 @@ from parabench.workload import Workload
 def fold_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
     """One epoch from every rank's: slowest rank's seconds, all samples, sample-weighted loss.
 
-    Components take the slowest rank's value per component (each is a wall-time share of that
-    rank's epoch; the maximum says how long the job waited on it at worst).
+    Components are the slowest rank's (the first of equals): they partition that rank's epoch,
+    which is the time the job reports. Taking each component's maximum over ranks would mix
+    ranks and add up to more than any rank's epoch (the ranks' own figures stay with the
+    caller, e.g. :func:`parabench.torch.staged.fold_stage_epochs` notes every rank's idle).
     """
     if not per_rank:
         raise ValueError("no rank reported an epoch")
     samples = sum(s.samples for s in per_rank)
     loss = sum(s.loss * s.samples for s in per_rank) / samples if samples else float("nan")
-    names = sorted({name for s in per_rank for name in s.components})
-    components = {n: max(s.components.get(n, 0.0) for s in per_rank) for n in names}
-    return EpochStats(
-        seconds=max(s.seconds for s in per_rank), loss=loss, samples=samples,
-        components=components,
-    )
+    slowest = max(per_rank, key=lambda s: s.seconds)
+    return EpochStats(seconds=slowest.seconds, loss=loss, samples=samples,
+                      components=dict(slowest.components))
 
 
 def merge_trace(pieces: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:

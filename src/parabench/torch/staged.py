@@ -12,12 +12,12 @@ Usage (a staged method is a name and its stage count)::
     session = PipelineSession(workload, config, stages=2)   # ranks: parabench.torch.pipeline
 
 The rank program is :class:`parabench.torch.pipeline.PipelineProgram`; the session folds its
-ranks' epochs with ``idle`` the mean over stages (the measured bubble, in ``notes``).
+ranks' epochs like every distributed session (the slowest rank's components, which partition
+the epoch) and notes the bubble: the mean over stages of their idle fraction.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from abc import abstractmethod
 from typing import Any, ClassVar
@@ -48,19 +48,26 @@ class PipelineSession(DistributedTorchSession):
 
     def evaluate(self) -> float:
         value = super().evaluate()
-        for notes in self.pool.call("extra_notes"):
+        per_rank = self.pool.call("extra_notes")
+        # the last epoch's P2P waits (a part of each rank's idle), one figure per rank
+        self.notes["p2p_wait_s_per_rank"] = [n.pop("p2p_wait_s", None) for n in per_rank]
+        for notes in per_rank:
             self.notes.update(notes)
         return value
 
 
 def fold_stage_epochs(per_rank: list[EpochStats], notes: dict[str, Any]) -> EpochStats:
-    """:func:`fold_epochs`, with ``idle`` the mean over ranks and the bubble in ``notes``."""
+    """:func:`fold_epochs`, and the bubble in ``notes``: the stages' mean idle fraction.
+
+    The folded components stay the slowest rank's (they partition the epoch's seconds); a
+    mean idle put in their place would no longer add up with that rank's other components.
+    """
     folded = fold_epochs(per_rank)
     idle = statistics.fmean(s.components["idle"] for s in per_rank)
     notes.setdefault("bubble_fraction", []).append(round(idle / folded.seconds, 4))
     notes["idle_fraction_per_rank"] = [round(s.components["idle"] / s.seconds, 4)
                                        for s in per_rank]
-    return dataclasses.replace(folded, components={**folded.components, "idle": idle})
+    return folded
 
 
 class StagedMethod(Method):
