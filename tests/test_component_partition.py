@@ -110,6 +110,28 @@ def test_a_span_that_raises_still_closes() -> None:
     assert spans.seconds() == pytest.approx({"forward": 2.0, "communication": 2.0})
 
 
+def test_cuda_spans_nest_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA path (events read after the sync) with stand-in events on a scripted clock."""
+    torch = pytest.importorskip("torch")
+    clock = scripted(0.0, 1.0, 1.5, 3.0)
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = float("nan")
+
+        def record(self) -> None:
+            self.at = clock()
+
+        def elapsed_time(self, end: Event) -> float:
+            return (end.at - self.at) * 1e3  # milliseconds, as CUDA's
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    spans = Spans(cuda=True)
+    with spans("forward"), spans("communication"):  # 0 .. 3 holds 1 .. 1.5
+        pass
+    assert spans.seconds() == pytest.approx({"forward": 2.5, "communication": 0.5})
+
+
 def _rank(seconds: float, **components: float) -> EpochStats:
     return EpochStats(seconds=seconds, loss=1.0, samples=10,
                       components=partition(components, seconds))
