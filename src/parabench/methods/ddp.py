@@ -11,10 +11,10 @@ rank over serial's seeded sample order, sharded ``order[rank::workers]``, so the
 :mod:`parabench.torch.data_parallel`. Ranks live in a persistent
 :class:`~parabench.case.pool.WorkerPool`: spawn and rendezvous are ``startup_s``.
 
-Components: ``data``, ``forward``, ``backward``, ``optimizer`` from the shared
-:class:`~parabench.torch.loop.TorchLoop` (``backward`` includes DDP's wait for the last
-all-reduce), plus ``communication``: the time at least one gradient all-reduce was in flight,
-mostly overlapping backward (how it is measured: :mod:`parabench.torch.parallelize`).
+Components: ``data``, ``forward``, ``backward``, ``optimizer``, ``other`` from the shared
+:class:`~parabench.torch.loop.TorchLoop`, plus ``communication``: the time at least one
+gradient all-reduce was in flight (how it is measured: :mod:`parabench.torch.parallelize`).
+It runs inside backward, so it is taken out of ``backward``: the components stay exclusive.
 """
 
 from __future__ import annotations

@@ -13,10 +13,9 @@ seeded order), and after every step each stage's gradients are all-reduced (one 
 the micro-batch losses already carry the ``1 / B`` weights) within a process group of that
 stage's copies. The update is serial's on the global batch: ``parity = "exact"``.
 
-Components: as ``pipeline`` (``idle`` is the mean over all ranks of the time a rank computed
-nothing, so ``idle / epoch`` is the bubble fraction, in ``bubble_fraction``), and
-``communication`` adds the measured gradient all-reduce (host clock on CPU, CUDA events on
-the GPU) to the P2P waits.
+Components: as ``pipeline`` (the slowest rank's; the mean over ranks of idle / epoch is the
+bubble fraction, in ``bubble_fraction``), with ``communication`` the measured gradient
+all-reduce (host clock on CPU, CUDA events on the GPU); P2P waits are part of ``idle``.
 """
 
 from __future__ import annotations
