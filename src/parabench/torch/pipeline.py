@@ -50,7 +50,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from parabench.case.clock import Spans, now
+from parabench.case.clock import Clock, Spans
 from parabench.case.rank import RankContext
 from parabench.config import RunConfig
 from parabench.method import EpochStats
@@ -228,15 +228,16 @@ class PipelineProgram:
 
         from parabench.torch.loop import synchronize, weight_digest
 
-        synchronize(self.device)  # queued steps are training: they stay in the epoch's time
-        t0 = now()
-        state = self.model.state_dict()
-        digest = weight_digest({name: state[name] for name in self.digested})
-        sums = (torch.stack(self.loss_sums[: self.trace_k]).double().cpu().tolist()
-                if self.last else [])
-        self.trace_piece = {"loss_sums": sums, "samples": sizes if self.last else [],
-                            "digest": digest}
-        self.trace_s = now() - t0
+        def piece() -> dict[str, Any]:
+            state = self.model.state_dict()
+            digest = weight_digest({name: state[name] for name in self.digested})
+            sums = (torch.stack(self.loss_sums[: self.trace_k]).double().cpu().tolist()
+                    if self.last else [])
+            return {"loss_sums": sums, "samples": list(sizes) if self.last else [],
+                    "digest": digest}
+
+        # its own clock, as TorchLoop's digest: the queued steps stay in the epoch's time
+        self.trace_piece, self.trace_s = Clock(sync=lambda: synchronize(self.device)).time(piece)
 
     # -- the protocol DistributedTorchSession calls ------------------------------------------
 

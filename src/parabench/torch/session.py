@@ -32,10 +32,10 @@ in-process stand-in for the pool (:class:`parabench.torch.launch.TorchrunGroup`)
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from parabench.case.pool import resolve_program
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Session
 from parabench.workload import Workload
@@ -77,13 +77,6 @@ def merge_trace(pieces: Sequence[dict[str, Any] | None]) -> dict[str, Any] | Non
         for name, figures in (piece["digest"] or {}).items():
             digest.setdefault(name, figures)
     return {"steps": steps, "losses": losses, "digest": digest}
-
-
-def _program_class(program: str | type) -> type:
-    if isinstance(program, str):
-        module, _, name = program.partition(":")
-        return getattr(importlib.import_module(module), name)
-    return program
 
 
 class DistributedTorchSession(Session):
@@ -128,7 +121,7 @@ class DistributedTorchSession(Session):
 
     def collect_trace(self) -> None:
         """After the first epoch, the ranks' trace pieces merged (once; outside the clock)."""
-        if self._trace_asked or not hasattr(_program_class(self.program), "trace"):
+        if self._trace_asked or not hasattr(resolve_program(self.program), "trace"):
             return
         self._trace_asked = True
         self.trace = merge_trace(self.pool.call("trace"))
