@@ -47,7 +47,7 @@ from parabench.sweep.stats import (
 )
 
 __all__ = ["BASELINE_OPTIONS", "Candidate", "Recommendation", "baseline_for", "candidates",
-           "data_options", "describe", "group_key", "options_label", "parity_cell",
+           "data_options", "describe", "group_key", "median_times", "options_label", "parity_cell",
            "parity_text", "recommend"]
 
 
@@ -61,6 +61,16 @@ def group_key(r: Result) -> CaseKey:
     batch = "-" if r.batch_size is None else str(r.batch_size)
     return CaseKey(r.workload, r.method, r.device, r.workers, batch, r.profile,
                    options_label(r), r.threads_per_worker)
+
+
+def median_times(results: Iterable[Result]) -> dict[CaseKey, float]:
+    """Median steady epoch time per configuration (:func:`group_key`), ok results only: the
+    times :func:`parabench.sweep.compare.ratios` divides."""
+    times: dict[CaseKey, list[float]] = defaultdict(list)
+    for r in results:
+        if r.status == "ok" and (t := r.median_epoch_s) is not None:
+            times[group_key(r)].append(t)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 #: how a recommendation from busy-only measurements is qualified

@@ -38,6 +38,7 @@ from parabench.sweep.recommend import (
     RSS_MARK,
     group_key,
     is_busy,
+    median_times,
     memory_cell,
     parity_cell,
     peak_memory,
@@ -139,13 +140,8 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
     groups: dict[tuple, list[Result]] = defaultdict(list)
     for r in results:
         groups[group_key(r)].append(r)
-    base_groups: dict[tuple, list[Result]] = defaultdict(list)
-    for b in baselines:
-        base_groups[group_key(b)].append(b)
-
-    medians = _medians(groups)
-    base_medians = {k: v for k, v in _medians(base_groups).items() if k not in medians}
-    all_times = {**base_medians, **medians}
+    baselines = list(baselines)
+    all_times = {**median_times(baselines), **median_times(results)}  # this sweep's first
     fastest = {rec.best.key for rec in recommend(results, baselines) if rec.best}
     rows = []
     for key, rs in groups.items():
@@ -205,15 +201,6 @@ def _to_target(ok: list[Result]) -> tuple[float | None, str]:
     if len(hits) < len(runs):
         text += f" {len(hits)}/{len(runs)} reached"
     return train, text
-
-
-def _medians(groups: dict[tuple, list[Result]]) -> dict[tuple, float]:
-    medians = {}
-    for key, rs in groups.items():
-        times = [t for r in rs if r.status == "ok" and (t := r.median_epoch_s) is not None]
-        if times:
-            medians[key] = statistics.median(times)
-    return medians
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -20,8 +20,6 @@ baseline configuration this sweep does not run comes from the results already in
 from __future__ import annotations
 
 import dataclasses
-import statistics
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -29,23 +27,14 @@ from parabench.case.execute import skipped
 from parabench.case.isolate import run_isolated
 from parabench.case.result import Result, append_result, read_results
 from parabench.case.tempdirs import runner_tempdir
-from parabench.sweep.compare import CaseKey, is_baseline, ratios
+from parabench.sweep.compare import is_baseline, ratios
 from parabench.sweep.parity import assess
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
-from parabench.sweep.recommend import group_key
+from parabench.sweep.recommend import group_key, median_times
 
 # the planner's names, where callers knew them, and with_ratios
 __all__ = ["Case", "Grid", "plan", "run_grid", "with_ratios"]
-
-
-def _medians(results: Iterable[Result]) -> dict[CaseKey, float]:
-    """Median steady epoch time per configuration (repeats share one), ok results only."""
-    times: dict[CaseKey, list[float]] = defaultdict(list)
-    for r in results:
-        if r.status == "ok" and (t := r.median_epoch_s) is not None:
-            times[group_key(r)].append(t)
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Result] = ()
@@ -60,7 +49,7 @@ def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Resul
     if result.status != "ok" or (mine := result.median_epoch_s) is None:
         return result
     key = group_key(result)
-    times = {**_medians(earlier), **_medians(swept), key: mine}
+    times = {**median_times(earlier), **median_times(swept), key: mine}
     return dataclasses.replace(result, extra={**result.extra,
                                               "ratios": ratios(key, times).as_dict()})
 
