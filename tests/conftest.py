@@ -1,4 +1,5 @@
-"""Shared fixtures: the fault plugin made visible to this process and to runner workers."""
+"""Shared fixtures: the fault plugin made visible to this process and to runner workers;
+short speed windows for every test outside tests/benchmarks."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ from pathlib import Path
 import pytest
 
 PLUGIN_DIR = Path(__file__).parent / "plugins"
+BENCHMARKS = Path(__file__).parent / "benchmarks"
+
+
+@pytest.fixture(autouse=True)
+def short_windows(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests check results, they do not measure: 2 steady windows of about 0.05 s per case
+    (in this process and the CLI / worker processes it starts). Benchmarks keep the real ones.
+    """
+    if BENCHMARKS in Path(str(request.node.path)).parents:
+        return
+    monkeypatch.setenv("PARABENCH_WINDOWS", "2")
+    monkeypatch.setenv("PARABENCH_WINDOW_S", "0.05")
 
 
 @pytest.fixture

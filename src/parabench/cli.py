@@ -80,14 +80,22 @@ def _csv(convert: Callable[[str], object], what: str) -> Callable[[str], list]:
     return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
-    return value
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is not >= {minimum}")
+        return value
+
+    return parse
+
+
+_positive_int = _count(1)
 
 
 def _batch(text: str) -> BatchSize:
@@ -176,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"epochs per case; the first is warm-up (default: {DEFAULT_EPOCHS}; "
                         f"{COVERAGE_EPOCHS} for the coverage grid); not with --target-quality, "
                         "which takes --max-epochs")
+    p.add_argument("--steps", type=_count(0), default=None, metavar="N",
+                   help="speed: training steps per timed window (default: picked so a window "
+                        "takes about 0.5 s; an estimator's window is one fit); 0: no windows, "
+                        "epoch times only")
+    p.add_argument("--windows", type=_count(2), default=None, metavar="W",
+                   help="speed: steady windows per case after a warm-up window (default: 8; "
+                        "throughput is their median with a 95%% bootstrap CI)")
     p.add_argument("--target-quality", type=_target, nargs="?", const=DEFAULT_TARGET,
                    metavar="Q|default",
                    help="time-to-accuracy mode: evaluate after every epoch, stop when held-out "
@@ -316,7 +331,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         coverage=_coverage(args), repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
         target_quality=args.target_quality,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
-        options=option_axes(args),
+        options=option_axes(args), steps=args.steps, windows=args.windows,
     )
     preflight.check_options(grid)
     preflight.check_batch_sizes(grid)

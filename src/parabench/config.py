@@ -115,6 +115,13 @@ class RunConfig:
     #: time-to-accuracy mode (parabench.case.target): stop at the first epoch whose held-out
     #: quality reaches this; ``epochs`` is then the most epochs tried. None: fixed epochs
     target_quality: float | None = None
+    #: training steps per speed window (parabench.case.lifecycle): None picks them so a window
+    #: takes about WINDOW_TARGET_S; 0 measures no windows (epoch mode only). Not part of
+    #: ``key``: the window changes how finely speed is sampled, not what the case trains
+    steps: int | None = None
+    #: steady speed windows after the warm-up one; None: ``$PARABENCH_WINDOWS`` or the
+    #: lifecycle's WINDOWS (a test suite sets the variable low: it checks, it does not measure)
+    windows: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("workload", "method"):
@@ -132,6 +139,10 @@ class RunConfig:
             _require_int("batch_size", self.batch_size, 1)
         _require_int("epochs", self.epochs, 1)
         _require_int("seed", self.seed, 0)
+        if self.steps is not None:
+            _require_int("steps", self.steps, 0)
+        if self.windows is not None:
+            _require_int("windows", self.windows, 2)
         _require_int("repeat", self.repeat, 0)
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
             raise ConfigError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")

@@ -9,10 +9,17 @@ Usage::
             for epoch in range(config.epochs):
                 stats = s.train_epoch(epoch)  # steady state: never spawns anything
             quality = s.evaluate()
+            stats = s.train_window(0, steps=20)   # speed: one window (after the epochs)
         # close() ran: nothing of the session is left running, even after an error
 
 The harness drives these steps through :class:`parabench.case.lifecycle.CaseLifecycle`, which
 sets ``session.clock`` and ``session.launcher`` before ``start`` and times start-up itself.
+
+Speed is measured in *windows* after the epochs (:mod:`parabench.case.lifecycle`): a session
+whose ``window_unit`` is ``"steps"`` trains ``steps`` global mini-batch steps per window, drawn
+from :func:`parabench.torch.loop.window_order` (full global batches, the same samples for
+every method); any other session's window is one more epoch (``"epoch"``) or one more fit
+(``"fit"``, the estimators), the default :meth:`Session.train_window`.
 
 A method declares what it ``requires`` (see :mod:`parabench.hardware`), the ``devices`` it
 runs on, and which workloads it ``supports``. ``check`` turns all of that into one reason
@@ -49,8 +56,16 @@ class EpochStats:
     components: dict[str, float] = field(default_factory=dict)
 
 
+#: epoch numbers of the windows a non-step session trains: far past any epoch run for quality
+WINDOW_EPOCH_BASE = 1_000_000
+
+
 class Session(ABC):
     """A started method + workload pair. Subclasses implement the four lifecycle steps."""
+
+    #: what one speed window is: ``"steps"`` (``train_window`` trains that many global
+    #: steps), ``"epoch"`` or ``"fit"`` (one more epoch: an estimator's epoch is one fit)
+    window_unit: ClassVar[str] = "epoch"
 
     def __init__(self, workload: Workload, config: RunConfig) -> None:
         self.workload = workload
@@ -79,6 +94,10 @@ class Session(ABC):
     @abstractmethod
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch over the training data and time it."""
+
+    def train_window(self, window: int, steps: int) -> EpochStats:
+        """One speed window (see the module doc); by default one more epoch, ``steps`` unused."""
+        return self.train_epoch(WINDOW_EPOCH_BASE + window)
 
     @abstractmethod
     def evaluate(self) -> float:

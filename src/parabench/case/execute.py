@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import traceback
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from typing import Any
 
 from parabench.case.energy import EnergyMeter, open_meter
 from parabench.case.launcher import POOL, Launcher
-from parabench.case.lifecycle import CaseLifecycle
+from parabench.case.lifecycle import CaseLifecycle, window_target_s
 from parabench.case.measure import self_max_rss_mb
 from parabench.case.result import QualityValue, Result
 from parabench.case.target import TargetTracker, tracker_for
@@ -95,6 +96,7 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
             value=value,
             higher_is_better=workload.quality.higher_is_better,
         )
+        lifecycle.measure_windows(say)  # speed, after the quality: see case.lifecycle
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -109,6 +111,7 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
         lifecycle.close()
         meter.close()
     m.update(_epochs(lifecycle.history))  # every finished epoch, also when a later one failed
+    m.update(_windows(lifecycle))
     return _finish(config, lifecycle.session, m, meter, tracker)
 
 
@@ -120,6 +123,19 @@ def _epochs(history: list[EpochStats]) -> dict[str, Any]:
             components.setdefault(name, []).append(seconds)
     return {"epoch_s": [s.seconds for s in history], "loss": [s.loss for s in history],
             "components": components}
+
+
+def _windows(lifecycle: CaseLifecycle) -> dict[str, Any]:
+    """The result's window fields from the windows that finished (none: no fields)."""
+    if not lifecycle.windows:
+        return {}
+    session = lifecycle.session
+    steps = lifecycle.window_steps
+    return {"window_s": [s.seconds for s in lifecycle.windows],
+            "window_samples": [s.samples for s in lifecycle.windows],
+            "window": {"unit": session.window_unit if session else "epoch", "steps": steps,
+                       "steps_source": "--steps" if lifecycle.config.steps else "auto",
+                       "target_s": window_target_s(), "warmup": lifecycle.warmup_windows}}
 
 
 def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
@@ -151,6 +167,12 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
         extra=extra,
         **m,
     )
+    if rates := result.window_rates:
+        from parabench.sweep.stats import median_ci
+
+        ci = median_ci(rates)
+        return dataclasses.replace(result, samples_per_s=statistics.median(rates),
+                                   samples_per_s_ci=list(ci) if ci else None)
     if samples and result.median_epoch_s:
         return dataclasses.replace(result, samples_per_s=samples / result.median_epoch_s)
     return result

@@ -1,19 +1,33 @@
-"""The one lifecycle of a case - start, warm-up, timed windows, evaluate, close - and the
-only place its clock lives. The CLI worker, pytest-benchmark, asv and torchrun all drive it.
+"""The one lifecycle of a case - start, epochs, evaluate, speed windows, close - and the only
+place its clock lives. The CLI worker, pytest-benchmark, asv and torchrun all drive it.
 
 Usage::
 
     lifecycle = CaseLifecycle(config, workload, method)     # launcher=POOL, meter=None
     if (reason := lifecycle.reason()) is None:
         with lifecycle:                          # start (timed: startup_s); close on any exit
-            lifecycle.warm_up(1)                 # epochs run, then left out of ``history``
-            stats = lifecycle.epoch()            # one timed window (today: an epoch)
+            lifecycle.train(config.epochs)       # the epochs: learning curve, quality, parity
             quality, eval_s = lifecycle.evaluate()
+            lifecycle.measure_windows()          # speed: a warm-up window, then WINDOWS more
+            lifecycle.windows, lifecycle.window_steps
 
     with StartedCase(case.config(profile="tiny")) as started:   # pytest-benchmark and asv
-        started.startup_s, started.warmup_s
-        stats = started.step()                   # one steady-state epoch: the timed unit
+        started.startup_s, started.warmup_s      # start, one epoch, the warm-up window
+        stats = started.step()                   # one steady-state window: the timed unit
         started.quality()
+
+**Speed windows.** Speed is not read from epochs (a tiny epoch is milliseconds or tens of
+seconds, and the first is warm-up) but from windows: after the epochs and the evaluation the
+session trains ``WINDOWS`` more windows of ``steps`` global mini-batch steps each
+(:meth:`~parabench.method.Session.train_window`; an estimator's window is one fit, fedavg's one
+round, TensorFlow's one epoch: ``window_unit``), each timed by the case's clock. The first
+window is warm-up (it also calibrates): it is recorded but left out of the steady state.
+``steps`` is ``--steps N``, or picked so a window takes about ``WINDOW_TARGET_S`` from the
+warm-up window's time per step. Windows stop early (after ``MIN_WINDOWS``) once they have taken
+``WINDOW_BUDGET_S``. Throughput is the median of the windows' samples/s with a 95 % bootstrap
+confidence interval (:func:`parabench.sweep.stats.median_ci`). The windows train on after the
+quality was taken, on :func:`~parabench.torch.loop.window_order` (the same samples for every
+method), so they change neither the learning curve nor parity.
 
 :class:`CaseLifecycle` makes the case's :class:`~parabench.case.clock.Clock` and sets
 ``session.clock`` (and ``session.launcher``) before ``start``: the session times its work
@@ -31,6 +45,7 @@ of the training (evaluations left out).
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +60,35 @@ from parabench.method import EpochStats, Method, Session
 from parabench.workload import Workload
 
 Say = Callable[[str], None]
+
+#: seconds a speed window aims at when ``--steps`` is not given (0.5-2 s asked for; a window's
+#: clock reads are microseconds, so 0.5 s keeps them far below 0.1 %)
+WINDOW_TARGET_S = 0.5
+#: steady windows per case after the warm-up one (``--windows``; ``$PARABENCH_WINDOWS``)
+WINDOWS = 8
+#: ... but once the windows have taken WINDOW_BUDGET_S, stop after MIN_WINDOWS of them
+MIN_WINDOWS = 3
+WINDOW_BUDGET_S = 10.0
+#: the most steps one window may have (a pathological calibration cannot run for hours)
+MAX_WINDOW_STEPS = 100_000
+
+
+def window_target_s() -> float:
+    """WINDOW_TARGET_S, or ``$PARABENCH_WINDOW_S`` (a test suite's short windows)."""
+    try:
+        return float(os.environ.get("PARABENCH_WINDOW_S", "")) or WINDOW_TARGET_S
+    except ValueError:
+        return WINDOW_TARGET_S
+
+
+def steps_for(stats: EpochStats, batch_size: int | None, target_s: float | None = None) -> int:
+    """Steps that make a window of ``target_s`` (default: :func:`window_target_s`) at
+    ``stats``'s time per global step."""
+    target_s = target_s or window_target_s()
+    if not batch_size or stats.seconds <= 0 or stats.samples <= 0:
+        return 1
+    steps = -(-stats.samples // batch_size)
+    return max(1, min(MAX_WINDOW_STEPS, round(target_s * steps / stats.seconds)))
 
 
 def device_sync(session: Session, config: RunConfig) -> Callable[[], None] | None:
@@ -78,8 +122,15 @@ class CaseLifecycle:
     session: Session | None = None
     startup_s: float | None = None
     epochs_run: int = 0
-    #: the steady-state windows (warm-up ones are left out)
+    #: the steady-state epochs (warm-up ones are left out)
     history: list[EpochStats] = field(default_factory=list)
+    #: speed windows, the warm-up one first (``warmup_windows`` of them), see the module doc
+    windows: list[EpochStats] = field(default_factory=list)
+    warmup_windows: int = 0
+    #: steps per window (None until calibrated, or when a window is not steps)
+    window_steps: int | None = None
+    #: the last epoch run, warm-up ones included (the first guess of a window's steps)
+    last_epoch: EpochStats | None = None
 
     def reason(self) -> str | None:
         """Why this case cannot run here (None: it can)."""
@@ -103,6 +154,7 @@ class CaseLifecycle:
             self.meter.add_epoch(before, self.meter.read())
         self.epochs_run += 1
         self.history.append(stats)
+        self.last_epoch = stats
         return stats
 
     def warm_up(self, epochs: int) -> float:
@@ -134,6 +186,56 @@ class CaseLifecycle:
         cores = self.config.workers * session.threads_per_worker
         cpu = tree_cpu_seconds(os.getpid()) - cpu0 - eval_cpu
         return cpu / (wall * cores)
+
+    def window(self) -> EpochStats:
+        """The next speed window (the first one calibrates ``window_steps``; see the doc)."""
+        session = self._started()
+        steps = self.window_steps or self.config.steps or 1
+        if session.window_unit == "steps" and self.window_steps is None and not self.config.steps:
+            # first guess from the last epoch (its first steps are warm-up: a low guess)
+            last = self.last_epoch
+            steps = steps_for(last, session.batch_size) if last else 1
+        stats = session.train_window(len(self.windows), steps)
+        if not self.windows and session.window_unit == "steps":
+            self.window_steps = self.config.steps or steps_for(stats, session.batch_size)
+        self.windows.append(stats)
+        return stats
+
+    def warm_up_window(self) -> EpochStats:
+        """The warm-up (and calibration) window: recorded, left out of the steady state."""
+        stats = self.window()
+        self.warmup_windows = len(self.windows)
+        return stats
+
+    def windows_wanted(self) -> int:
+        """Steady windows: ``config.windows``, else ``$PARABENCH_WINDOWS``, else WINDOWS."""
+        if self.config.windows is not None:
+            return self.config.windows
+        env = os.environ.get("PARABENCH_WINDOWS", "")
+        return max(2, int(env)) if env.isdigit() else WINDOWS
+
+    def measure_windows(self, say: Say | None = None) -> None:
+        """The warm-up window, then up to ``windows_wanted`` steady ones (none with
+        ``--steps 0``)."""
+        if self.config.steps == 0:
+            return
+        wanted = self.windows_wanted()
+        say = say or (lambda _msg: None)
+        session = self._started()
+        self.warm_up_window()
+        unit = f"{self.window_steps} steps" if self.window_steps else session.window_unit
+        say(f"speed: {wanted} windows of {unit} after a warm-up window "
+            f"of {self.windows[0].seconds:.3f}s")
+        spent = 0.0
+        for k in range(wanted):
+            if k >= MIN_WINDOWS and spent >= WINDOW_BUDGET_S:
+                say(f"speed: stopped after {k} windows ({spent:.1f}s budget spent)")
+                break
+            spent += self.window().seconds
+        rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
+        if rates:
+            say(f"speed: median {statistics.median(rates):,.0f} samples/s "
+                f"over {len(rates)} windows")
 
     def evaluate(self) -> tuple[float, float]:
         """The held-out quality and the seconds it took (timed by the case's clock)."""
@@ -173,10 +275,12 @@ class CaseLifecycle:
 
 @dataclass
 class StartedCase:
-    """A case started once, warmed up by ``warmup_epochs`` epochs, and stepped epoch by epoch.
+    """A case started once, warmed up by ``warmup_epochs`` epochs and the warm-up window, and
+    stepped window by window.
 
     What pytest-benchmark and asv time: start-up (spawn, rendezvous, JIT, data, model) and
-    warm-up happen in ``__enter__``, outside any timed region; ``step`` is one window.
+    warm-up happen in ``__enter__``, outside any timed region; ``step`` is one speed window,
+    the same window the CLI measures (``config.steps``, or calibrated the same way).
     """
 
     config: RunConfig
@@ -198,13 +302,25 @@ class StartedCase:
             lifecycle.start()
             self.startup_s = lifecycle.startup_s or 0.0
             self.warmup_s = lifecycle.warm_up(self.warmup_epochs)
+            self.warmup_s += lifecycle.warm_up_window().seconds
         except BaseException:
             lifecycle.close()
             raise
         return self
 
     def step(self) -> EpochStats:
-        return self._lifecycle().epoch()
+        """One steady speed window (recorded in ``windows``)."""
+        return self._lifecycle().window()
+
+    @property
+    def windows(self) -> list[EpochStats]:
+        """The steady windows stepped so far (the warm-up one left out)."""
+        lc = self._lifecycle()
+        return lc.windows[lc.warmup_windows:]
+
+    @property
+    def window_steps(self) -> int | None:
+        return self._lifecycle().window_steps
 
     def quality(self) -> float:
         return self._lifecycle()._started().evaluate()

@@ -55,7 +55,20 @@ class Result:
     epoch_s: list[float] = field(default_factory=list)
     eval_s: float | None = None
     samples_per_epoch: int | None = None
+    #: steady-state throughput: the median of the steady speed windows' samples/s (results
+    #: without windows: samples per epoch over the median steady epoch)
     samples_per_s: float | None = None
+    #: 95 % bootstrap confidence interval [low, high] of ``samples_per_s`` (None: fewer than
+    #: two steady windows); see parabench.sweep.stats.median_ci
+    samples_per_s_ci: list[float] | None = None
+    #: every speed window in order, the warm-up one(s) first (parabench.case.lifecycle): its
+    #: seconds and the samples it trained (all ranks)
+    window_s: list[float] = field(default_factory=list)
+    window_samples: list[int] = field(default_factory=list)
+    #: what a window is: unit ("steps", "fit", "round", "epoch"), steps (per window, unit
+    #: "steps"), steps_source ("--steps" or "auto": calibrated to target_s), warmup (how many
+    #: of ``window_s`` are warm-up)
+    window: dict[str, Any] | None = None
     loss: list[float] = field(default_factory=list)
     quality: QualityValue | None = None
     peak_rss_mb: float | None = None
@@ -101,6 +114,13 @@ class Result:
             raise ValueError(f"unknown status {self.status!r}; valid: {', '.join(STATUSES)}")
 
     @property
+    def window_rates(self) -> list[float]:
+        """Samples per second of each steady speed window (the warm-up ones left out)."""
+        skip = (self.window or {}).get("warmup", 0)
+        pairs = list(zip(self.window_s, self.window_samples, strict=False))[skip:]
+        return [n / s for s, n in pairs if s > 0]
+
+    @property
     def steady_epoch_s(self) -> list[float]:
         """Epoch times without the first (warm-up) epoch, when there is more than one."""
         return self.epoch_s[1:] if len(self.epoch_s) > 1 else list(self.epoch_s)
@@ -112,6 +132,11 @@ class Result:
 
     @property
     def median_epoch_s(self) -> float | None:
+        """Seconds of one steady-state epoch: the epoch's samples at the windows' median
+        throughput when windows were measured (so ratios never include warm-up), else the
+        median steady epoch."""
+        if self.window_rates and self.samples_per_epoch:
+            return self.samples_per_epoch / statistics.median(self.window_rates)
         steady = self.steady_epoch_s
         return statistics.median(steady) if steady else None
 

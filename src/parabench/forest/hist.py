@@ -73,6 +73,7 @@ def warm_up(kernel: Kernel, data: Dataset, params: ForestParams) -> None:
 
 class HistForestSession(Session):
     workload: EstimatorWorkload
+    window_unit: ClassVar[str] = "fit"
 
     def __init__(self, workload: EstimatorWorkload, config: RunConfig,
                  backend: type[Kernel]) -> None:

@@ -40,6 +40,7 @@ class ForestSession(Session):
     """One epoch = one timed fit of the workload's estimator; subclasses say how to fit."""
 
     workload: EstimatorWorkload
+    window_unit: ClassVar[str] = "fit"
 
     def __init__(self, workload: EstimatorWorkload, config: RunConfig) -> None:
         super().__init__(workload, config)

@@ -24,6 +24,7 @@ from parabench.workload import Dataset, EstimatorWorkload, TorchWorkload, Worklo
 
 class SerialEstimatorSession(Session):
     workload: EstimatorWorkload
+    window_unit: ClassVar[str] = "fit"
 
     def __init__(self, workload: EstimatorWorkload, config: RunConfig) -> None:
         super().__init__(workload, config)

@@ -93,6 +93,9 @@ class Grid:
     target_quality: float | str | None = None
     #: plan the coverage grid (see the module docstring) instead of the full product
     coverage: bool = False
+    #: speed windows (RunConfig.steps / windows; None: calibrated / the default count)
+    steps: int | None = None
+    windows: int | None = None
 
     def config(self, *, workload: str, method: str, device: str, workers: int,
                batch_size: BatchSize = None, options: dict[str, Any] | None = None,
@@ -104,6 +107,7 @@ class Grid:
             epochs=self.epochs, profile=self.profile, seed=self.seed, repeat=repeat,
             timeout_s=self.timeout_s, options=options if options is not None else {},
             target_quality=resolve_target(self.target_quality, workloads.get(workload)),
+            steps=self.steps, windows=self.windows,
         )
 
 

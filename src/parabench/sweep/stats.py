@@ -42,8 +42,26 @@ class Samples:
         return f"{len(self.values)} {self.unit}{'s' if len(self.values) != 1 else ''}"
 
 
+def median_ci(values: Sequence[float], confidence: float = 0.95,
+              rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of ``median(values)``; None with fewer than two values.
+
+    Seeded, so the same windows always give the same interval.
+    """
+    if len(values) < 2:
+        return None
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values)))
+                     for _ in range(rounds))
+    tail = (1 - confidence) / 2
+    return (medians[int(tail * (rounds - 1))], medians[int(round((1 - tail) * (rounds - 1)))])
+
+
 def _epoch_rates(r: Result) -> list[float]:
-    """Samples per second of each steady epoch of one result."""
+    """Samples per second of each steady window of one result (older results: of each
+    steady epoch)."""
+    if rates := r.window_rates:
+        return rates
     per_epoch = r.samples_per_epoch
     if not per_epoch and r.samples_per_s and r.median_epoch_s:
         per_epoch = r.samples_per_s * r.median_epoch_s

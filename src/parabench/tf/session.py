@@ -53,6 +53,8 @@ class TFSession(DistributedTorchSession):
     """A pool of TF worker processes running :class:`~parabench.tf.program.TFProgram`."""
 
     program: ClassVar[str | type] = TFProgram
+    #: a speed window is one more epoch (TF's programs train whole epochs)
+    window_unit: ClassVar[str] = "epoch"
     #: strategy of the program; "multiworker" gives each worker process a TF_CONFIG
     strategy: ClassVar[str] = "default"
 

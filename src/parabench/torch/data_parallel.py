@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench import hardware
@@ -83,10 +84,12 @@ class _ShareWeightedLoss:
 
     def __init__(self, loss_fn: Any, scales: list[float]) -> None:
         self.loss_fn, self.scales, self.step = loss_fn, scales, 0
+        #: False for a speed window: its global batches are all full, no step is weighted
+        self.active = True
 
     def __call__(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = self.loss_fn(out, target)
-        scale = self.scales[self.step % len(self.scales)]
+        scale = self.scales[self.step % len(self.scales)] if self.active else 1.0
         self.step += 1
         if scale == 1.0:
             return loss
@@ -226,14 +229,27 @@ class DataParallelProgram(ABC):
         return {**loop, "backward": max(0.0, backward - comm), "communication": comm}
 
     def train_epoch(self, epoch: int) -> EpochStats:
+        # the shard belongs in the epoch's time, as serial's order does
+        return self._train(lambda: self.loop.train_epoch(epoch, indices=self.shard(epoch)))
+
+    def train_window(self, window: int, steps: int) -> EpochStats:
+        """This rank's share of ``steps`` global batches of the window's order (all full, so
+        no step is share-weighted)."""
+        from parabench.torch.loop import window_order
+
+        order = window_order(self.n, self.config.seed, window, steps * self.batch_size)
+        mine = order[self.ctx.rank :: self.ctx.world_size]
+        return self._train(lambda: self.loop.train_epoch(-1, indices=mine), weighted=False)
+
+    def _train(self, run: Callable[[], EpochStats], weighted: bool = True) -> EpochStats:
+        """``run`` (the loop over this rank's samples) timed between barriers."""
         from parabench.torch.loop import partition
 
         def work() -> EpochStats:
-            # the shard belongs in the epoch's time, as serial's order does
             self.before_epoch()
             if hasattr(self, "weighted"):
-                self.weighted.step = 0
-            return self.loop.train_epoch(epoch, indices=self.shard(epoch))
+                self.weighted.step, self.weighted.active = 0, weighted
+            return run()
 
         stats, seconds = self.ctx.timed(work)
         # the trace's digest (first epoch only) is not training: its seconds are left out

@@ -21,7 +21,7 @@ times its loop call with it. The sessions read no timer themselves.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Session
@@ -40,6 +40,7 @@ class LocalTorchSession(Session):
     """A torch case built and trained in this process."""
 
     workload: TorchWorkload
+    window_unit: ClassVar[str] = "steps"
 
     def build(self) -> TorchCase:
         from parabench.torch.build import build_case, torch_device
@@ -83,7 +84,19 @@ class LocalTorchSession(Session):
                 synchronize(device)
 
     def train_epoch(self, epoch: int) -> EpochStats:
-        stats = self.loop.train_epoch(epoch)  # timed by the harness's clock, in the loop
+        return self.train(epoch)
+
+    def train_window(self, window: int, steps: int) -> EpochStats:
+        """``steps`` global batches of :func:`~parabench.torch.loop.window_order`."""
+        from parabench.torch.loop import window_order
+
+        order = window_order(len(self.case.data.x), self.config.seed, window,
+                             steps * self.case.batch_size)
+        return self.train(-1, order)
+
+    def train(self, epoch: int, indices: torch.Tensor | None = None) -> EpochStats:
+        """The loop over ``indices`` (None: epoch ``epoch``'s order)."""
+        stats = self.loop.train_epoch(epoch, indices)  # timed by the harness's clock, in the loop
         self._keep_trace()
         return stats
 
@@ -151,9 +164,9 @@ class ModelParallelSession(LocalTorchSession):
     def loop_clock(self) -> Clock | None:
         return None  # the loop's own (first device); the epoch is timed around it, below
 
-    def train_epoch(self, epoch: int) -> EpochStats:
+    def train(self, epoch: int, indices: torch.Tensor | None = None) -> EpochStats:
         # the whole loop call, ended by the clock's synchronise of every stage's device
-        stats, seconds = self.clock.time(lambda: self.loop.train_epoch(epoch))
+        stats, seconds = self.clock.time(lambda: self.loop.train_epoch(epoch, indices))
         self._keep_trace()
         seconds -= self.loop.trace_s
         from parabench.torch.loop import partition  # "other" over the whole timed call

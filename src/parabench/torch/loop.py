@@ -7,6 +7,7 @@ Usage::
                      clock=Clock(sync=...))    # default: a Clock that synchronises ``dev``
     stats = loop.train_epoch(epoch)            # EpochStats: synchronised wall time, mean loss,
     stats = loop.train_epoch(epoch, indices)   #   components; or only this rank's shard
+    stats = loop.train_epoch(-1, window_order(n, seed, w, steps * bs))  # a speed window
     outputs = predict(model, x_test, batch_size=1024)
 
 The timed region holds exactly what a hand-written loop would: produce the epoch's sample
@@ -75,6 +76,20 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The sample order of one epoch: a seeded permutation, the same for every method."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(n, generator=gen)
+
+
+def window_order(n: int, seed: int, window: int, samples: int) -> torch.Tensor:
+    """The ``samples`` sample indices of speed window ``window``: seeded permutations of the
+    ``n`` training samples, concatenated (a window may be many tiny epochs or part of one).
+
+    Every method draws the same order, so a window's global batches hold the same samples
+    under serial, DDP (each rank its ``[rank::world]`` share) and the pipeline's replicas.
+    """
+    from parabench.method import WINDOW_EPOCH_BASE
+
+    reps = -(-samples // n)
+    first = WINDOW_EPOCH_BASE + window * reps
+    return torch.cat([epoch_order(n, seed, first + i) for i in range(reps)])[:samples]
 
 
 class _Batches(torch.utils.data.Dataset):

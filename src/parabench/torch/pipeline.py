@@ -48,6 +48,7 @@ digest's seconds are left out of the epoch's time and of every component.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from parabench.case.clock import Clock, Spans
@@ -210,11 +211,17 @@ class PipelineProgram:
         return order[self.replica::self.layout.replicas]
 
     def _epoch(self, epoch: int) -> int:
-        mine = self.shard(epoch).to(self.device)
+        from parabench.torch.loop import epoch_order
+
+        return self._run(epoch_order(self.n, self.config.seed, epoch))
+
+    def _run(self, order: torch.Tensor) -> int:
+        """Train on ``order`` (global, in global batches): this replica's share of each."""
+        mine = order[self.replica::self.layout.replicas].to(self.device)
         tracing, self.trace_s = self.trace_piece is None, 0.0
         sizes: list[int] = []
         for k, start in enumerate(range(0, len(mine), self.local_batch)):
-            global_size = min(self.batch_size, self.n - k * self.batch_size)
+            global_size = min(self.batch_size, len(order) - k * self.batch_size)
             idx = mine[start:start + self.local_batch]
             self._step(idx, global_size)
             sizes.append(len(idx))
@@ -254,9 +261,20 @@ class PipelineProgram:
                 "flops_per_sample": self.flops, "notes": notes}
 
     def train_epoch(self, epoch: int) -> EpochStats:
+        return self._train(lambda: self._epoch(epoch))
+
+    def train_window(self, window: int, steps: int) -> EpochStats:
+        """``steps`` global batches of :func:`~parabench.torch.loop.window_order`."""
+        from parabench.torch.loop import window_order
+
+        order = window_order(self.n, self.config.seed, window, steps * self.batch_size)
+        return self._train(lambda: self._run(order))
+
+    def _train(self, run: Callable[[], int]) -> EpochStats:
+        """``run`` (returns the samples this replica trained) timed between barriers."""
         self.spans.reset()
         self.loss_sums: list[torch.Tensor] = []
-        samples, seconds = self.ctx.timed(lambda: self._epoch(epoch))
+        samples, seconds = self.ctx.timed(run)
         seconds -= self.trace_s  # the trace's digest is not training
         components = self.components(seconds)
         if not self.last:  # the last stage reports the loss and counts the samples

@@ -18,6 +18,9 @@ implements it for data-parallel methods:
 * ``describe() -> dict``: ``batch_size`` (global), ``samples_per_epoch``, ``flops_per_sample``,
   ``notes`` (all from rank 0; the session copies them into the result);
 * ``train_epoch(epoch) -> EpochStats``: this rank's epoch, timed with ``ctx.timed``;
+* ``train_window(window, steps) -> EpochStats``: this rank's share of ``steps`` global batches
+  of :func:`~parabench.torch.loop.window_order`, timed the same way (a session whose
+  ``window_unit`` is ``"epoch"`` - fedavg, TensorFlow - never asks: its window is an epoch);
 * ``evaluate() -> float | None``: the quality on rank 0 (other ranks may return None);
 * ``peak_gpu_mb() -> float | None``;
 * optional ``trace() -> dict | None``: this rank's trace piece (:mod:`parabench.torch.loop`),
@@ -84,6 +87,7 @@ class DistributedTorchSession(Session):
 
     #: the rank program class (its "module:Class" string is still accepted)
     program: ClassVar[str | type]
+    window_unit: ClassVar[str] = "steps"
 
     def __init__(self, workload: Workload, config: RunConfig) -> None:
         super().__init__(workload, config)
@@ -114,10 +118,19 @@ class DistributedTorchSession(Session):
         self.notes["rank_devices"] = [i["device"] for i in self.pool.rank_info]
         self.notes["startup_rendezvous_s"] = self.pool.startup_s
 
+    def fold(self, per_rank: list[EpochStats]) -> EpochStats:
+        """The ranks' epochs (or windows) as one: :func:`fold_epochs`."""
+        return fold_epochs(per_rank)
+
     def train_epoch(self, epoch: int) -> EpochStats:
-        stats = fold_epochs(self.pool.call("train_epoch", epoch=epoch))
+        stats = self.fold(self.pool.call("train_epoch", epoch=epoch))
         self.collect_trace()
         return stats
+
+    def train_window(self, window: int, steps: int) -> EpochStats:
+        if self.window_unit != "steps":
+            return super().train_window(window, steps)
+        return self.fold(self.pool.call("train_window", window=window, steps=steps))
 
     def collect_trace(self) -> None:
         """After the first epoch, the ranks' trace pieces merged (once; outside the clock)."""

@@ -40,11 +40,8 @@ class PipelineSession(DistributedTorchSession):
     def program_args(self) -> dict[str, Any]:
         return {**super().program_args(), "stages": self.stages}
 
-    def train_epoch(self, epoch: int) -> EpochStats:
-        per_rank: list[EpochStats] = self.pool.call("train_epoch", epoch=epoch)
-        stats = fold_stage_epochs(per_rank, self.notes)
-        self.collect_trace()
-        return stats
+    def fold(self, per_rank: list[EpochStats]) -> EpochStats:
+        return fold_stage_epochs(per_rank, self.notes)
 
     def evaluate(self) -> float:
         value = super().evaluate()
