@@ -5,13 +5,22 @@
     pytest tests/benchmarks                                       # smoke: each case once, tiny
 
 Cases come from the planner (:func:`parabench.sweep.plan.bench_cases`), so a new method brings
-its own cases with the markers it needs. The timed function is one steady-state epoch of a
-session started (and warmed up by one epoch) outside the timed region.
-``benchmark.extra_info`` holds samples/s, ``speedup`` (vs serial with the same total cores,
-workers x threads) and ``scaling_efficiency`` (vs serial at the threads per worker, / workers),
-each with its named baseline (``speedup_baseline``, ``scaling_baseline``), start-up, peak
-memory, quality and the quality gap to serial, so ``--benchmark-json`` is a full record.
-A serial run a ratio needs that the selection did not time is measured here, untimed.
+its own cases with the markers it needs. The timed function is one steady-state speed *window*
+(:meth:`~parabench.case.lifecycle.StartedCase.step`: N global mini-batch steps over
+:func:`~parabench.torch.loop.window_order`, or one fit / round / epoch per ``window_unit``) of a
+session started, warmed up by one epoch and calibrated by a warm-up window outside the timed
+region: the same window as ``parabench run``'s. Each round is one window. Windows of two methods
+may hold different numbers of steps (each calibrates its own N), so every figure is per sample:
+``samples_per_s`` is the median of the rounds' samples/s with its 95 % bootstrap interval
+``samples_per_s_ci`` (:func:`parabench.sweep.stats.median_ci`), and the ratios compare seconds
+per sample (equal work). ``benchmark.extra_info`` also holds ``window_steps``, ``window_unit``,
+``window_s_median``, ``epoch_s_equivalent`` (an epoch's samples at the median rate, as
+:attr:`parabench.case.result.Result.median_epoch_s`), ``speedup`` (vs serial with the same
+total cores, workers x threads) and ``scaling_efficiency`` (vs serial at the threads per
+worker, / workers), each with its named baseline (``speedup_baseline``, ``scaling_baseline``),
+start-up, peak memory, quality and the quality gap to serial, so ``--benchmark-json`` is a
+full record. A serial run a ratio needs that the selection did not time is measured here,
+untimed, from windows too.
 The figures come from :mod:`parabench.sweep.compare` (:func:`~parabench.sweep.compare.ratios`,
 as in ``parabench run``'s table); ``quality_gap_vs_serial`` is its ``quality_shortfall``
 (positive: worse than serial). Cases are grouped by workload (``benchmark.group``), and their
@@ -35,11 +44,12 @@ from parabench.case.measure import TreeSampler
 from parabench.registry import workloads
 from parabench.sweep.compare import CaseKey, baseline_of, is_baseline, quality_shortfall, ratios
 from parabench.sweep.plan import BenchCase, bench_cases
+from parabench.sweep.stats import median_ci
 
-ROUNDS = 10  # fewer (down to MIN_ROUNDS) when an epoch is slow, to stay near ROUND_BUDGET_S
+ROUNDS = 10  # fewer (down to MIN_ROUNDS) when a window is slow, to stay near ROUND_BUDGET_S
 MIN_ROUNDS = 5
 ROUND_BUDGET_S = 30.0
-BASELINE_STEPS = 3
+BASELINE_WINDOWS = 3
 
 
 def _param(case: BenchCase) -> Any:
@@ -49,7 +59,7 @@ def _param(case: BenchCase) -> Any:
 
 @pytest.fixture(scope="module")
 def baselines() -> dict[CaseKey, tuple[float, float]]:
-    """A baseline run's key -> (its median epoch s, its quality)."""
+    """A baseline run's key -> (its seconds per sample, its quality)."""
     return {}
 
 
@@ -64,53 +74,85 @@ def _key(case: BenchCase, profile: str, threads: int) -> CaseKey:
                    threads)
 
 
+def window_figures(started: StartedCase) -> dict[str, Any]:
+    """The speed figures of ``started``'s steady windows (the warm-up window left out).
+
+    Per sample, so two cases whose windows hold different step counts compare at equal work.
+    """
+    windows = started.windows
+    rates = [s.samples / s.seconds for s in windows if s.seconds > 0]
+    assert rates and len(rates) == len(windows), f"windows without time or samples: {windows}"
+    rate = statistics.median(rates)
+    ci = median_ci(rates)
+    samples = started.samples_per_epoch
+    return {
+        "samples_per_s": rate,
+        "samples_per_s_ci": list(ci) if ci else None,
+        "seconds_per_sample": 1.0 / rate,
+        "epoch_s_equivalent": samples / rate if samples else None,
+        "window_s_median": statistics.median(s.seconds for s in windows),
+        "window_steps": started.window_steps,
+        "window_unit": started.session.window_unit if started.session else None,
+        "windows": len(windows),
+    }
+
+
+def _warmup_window_s(started: StartedCase) -> float:
+    """Seconds of the warm-up window: what one timed round will about take."""
+    lifecycle = started.lifecycle
+    assert lifecycle is not None and lifecycle.warmup_windows, "no warm-up window ran"
+    return sum(s.seconds for s in lifecycle.windows[: lifecycle.warmup_windows])
+
+
 def _baseline(case: BenchCase, profile: str, threads: int, cache: dict,
-              steps: int) -> tuple[float, float]:
-    """The baseline at ``threads`` threads: timed already, or measured here, untimed."""
+              windows: int) -> tuple[float, float]:
+    """The baseline at ``threads`` threads: timed already, or measured here (``windows``
+    steady windows, untimed by pytest-benchmark)."""
     serial = BenchCase(workload=case.workload, method=baseline_of(case.method),
                        device=case.device, workers=1)
     key = _key(serial, profile, threads)
     if key not in cache:
         config = serial.config(profile).replace(threads_per_worker=threads)
         with StartedCase(config) as started:
-            times = [started.step().seconds for _ in range(steps)]
-            cache[key] = (statistics.median(times), started.quality())
+            for _ in range(windows):
+                started.step()
+            cache[key] = (window_figures(started)["seconds_per_sample"], started.quality())
     return cache[key]
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in bench_cases()])
-def test_epoch(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -> None:
+def test_window(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -> None:
     if (reason := case.skip_reason(profile)) is not None:
         pytest.skip(reason)
     benchmark.group = case.workload  # compare like with like
     with TreeSampler(os.getpid()) as memory, StartedCase(case.config(profile)) as started:
-        rounds = max(MIN_ROUNDS, min(ROUNDS, int(ROUND_BUDGET_S / max(started.warmup_s, 1e-9))))
+        per_round = max(_warmup_window_s(started), 1e-9)
+        rounds = max(MIN_ROUNDS, min(ROUNDS, int(ROUND_BUDGET_S / per_round)))
         if benchmark.disabled:
             rounds = 1
         benchmark.pedantic(started.step, rounds=rounds, iterations=1, warmup_rounds=0)
+        speed = window_figures(started)  # pedantic's rounds are exactly the steady windows
         quality = started.quality()
         peak_gpu = started.session.peak_gpu_mb() if started.session else None
-        epoch_times = [s.seconds for s in started.history]
         samples = started.samples_per_epoch
 
-    median = statistics.median(epoch_times)
     threads = case.config(profile).threads
     key = _key(case, profile, threads)
     if is_baseline(case.method):  # serial, and tf_serial for the tf_* methods
-        baselines[key] = (median, quality)
-    steps = 1 if benchmark.disabled else BASELINE_STEPS  # smoke: prove it works, quickly
+        baselines[key] = (speed["seconds_per_sample"], quality)
+    windows = 1 if benchmark.disabled else BASELINE_WINDOWS  # smoke: prove it works, quickly
     for n in (case.workers * threads, threads):  # equal cores; threads per worker
-        _baseline(case, profile, n, baselines, steps)
-    base_quality = _baseline(case, profile, case.workers * threads, baselines, steps)[1]
-    figures = ratios(key, {**{k: t for k, (t, _) in baselines.items()}, key: median})
+        _baseline(case, profile, n, baselines, windows)
+    base_quality = _baseline(case, profile, case.workers * threads, baselines, windows)[1]
+    per_sample = {k: t for k, (t, _) in baselines.items()}
+    figures = ratios(key, {**per_sample, key: speed["seconds_per_sample"]})
     higher_is_better = workloads.get(case.workload).quality.higher_is_better
     benchmark.extra_info.update(
         workload=case.workload, method=case.method, device=case.device,
         threads_per_worker=threads,
         profile=profile,
         samples_per_epoch=samples,
-        samples_per_s=samples / median,
-        epoch_s_median=median,
+        **speed,
         **figures.as_dict(),
         startup_s=started.startup_s,
         peak_rss_mb=round(memory.peak_rss_mb, 1),
@@ -122,5 +164,6 @@ def test_epoch(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -
         rounds=rounds,
     )
     assert figures.speedup.value is not None and figures.scaling_efficiency.value is not None
-    assert samples > 0 and all(t > 0 for t in epoch_times)
+    assert speed["windows"] == rounds, (speed["windows"], rounds)  # one window per round
+    assert samples > 0 and speed["samples_per_s"] > 0
     assert quality == quality, "quality is NaN"  # a NaN would poison every comparison

@@ -1,11 +1,13 @@
-"""MFU of the serial CPU epoch of ``cnn`` and ``mlp`` against the measured fp32 matmul peak.
+"""MFU of serial CPU training of ``cnn`` and ``mlp`` against the measured fp32 matmul peak.
 
     pytest tests/benchmarks/test_mfu.py --benchmark-only
 
-Each case starts a serial session (quick profile, every core), warms up one epoch, times
-steady epochs, and records in ``extra_info``: FLOPs per sample (``torch.utils.flop_counter``,
-forward + backward), achieved FLOP/s, the measured matmul peak at the same thread count
-(:func:`parabench.case.peak.matmul_peak_flops`), and MFU = achieved / peak.
+Each case starts a serial session (quick profile, every core), warms up one epoch and the
+warm-up speed window, times steady windows (each round one window of N steps, as ``parabench
+run`` measures speed: :mod:`parabench.case.lifecycle`), and records in ``extra_info``: FLOPs
+per sample (``torch.utils.flop_counter``, forward + backward), the median window throughput,
+achieved FLOP/s = FLOPs per sample x samples/s, the measured matmul peak at the same thread
+count (:func:`parabench.case.peak.matmul_peak_flops`), and MFU = achieved / peak.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 
 
 @pytest.mark.parametrize("workload", ["cnn", "mlp"])
-def test_serial_cpu_epoch_mfu(benchmark: Any, workload: str) -> None:
+def test_serial_cpu_window_mfu(benchmark: Any, workload: str) -> None:
     profile = os.environ.get("PARABENCH_BENCH_PROFILE") or ("tiny" if benchmark.disabled
                                                            else "quick")
     threads = available_cores()
@@ -34,13 +36,13 @@ def test_serial_cpu_epoch_mfu(benchmark: Any, workload: str) -> None:
         benchmark.pedantic(started.step, rounds=1 if benchmark.disabled else 5, iterations=1)
         assert started.session is not None
         flops = started.session.flops_per_sample
-        samples = started.samples_per_epoch
-        epoch_s = statistics.median(s.seconds for s in started.history)
+        rate = statistics.median(s.samples / s.seconds for s in started.windows)
+        steps = started.window_steps
     peak = matmul_peak_flops("cpu", threads=threads)
-    achieved = flops * samples / epoch_s
+    achieved = flops * rate
     benchmark.extra_info.update(
-        profile=profile, threads=threads, flops_per_sample=flops, samples_per_epoch=samples,
-        epoch_s_median=epoch_s, achieved_gflops=achieved / 1e9, peak_gflops=peak / 1e9,
+        profile=profile, threads=threads, flops_per_sample=flops, samples_per_s=rate,
+        window_steps=steps, achieved_gflops=achieved / 1e9, peak_gflops=peak / 1e9,
         mfu=achieved / peak,
     )
     print(f"\n{workload}: {flops / 1e6:.2f} MFLOP/sample, {achieved / 1e9:.2f} GFLOP/s "
