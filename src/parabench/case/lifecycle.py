@@ -196,6 +196,12 @@ class CaseLifecycle:
             last = self.last_epoch
             steps = steps_for(last, session.batch_size) if last else 1
         stats = session.train_window(len(self.windows), steps)
+        if session.window_unit == "steps" and stats.samples != steps * (session.batch_size or 0):
+            # a rank training the whole window (or none of it) would misstate samples/s
+            raise RuntimeError(
+                f"speed window {len(self.windows)}: the ranks trained {stats.samples} samples, "
+                f"not {steps} steps x global batch {session.batch_size}: throughput would be "
+                f"wrong")
         if not self.windows and session.window_unit == "steps":
             self.window_steps = self.config.steps or steps_for(stats, session.batch_size)
         self.windows.append(stats)

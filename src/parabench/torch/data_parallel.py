@@ -200,7 +200,10 @@ class DataParallelProgram(ABC):
     def shard(self, epoch: int) -> torch.Tensor:
         from parabench.torch.loop import epoch_order
 
-        order = epoch_order(self.n, self.config.seed, epoch)
+        return self.share(epoch_order(self.n, self.config.seed, epoch))
+
+    def share(self, order: torch.Tensor) -> torch.Tensor:
+        """This rank's samples of a global order: ``[rank::world]`` of every global batch."""
         return order[self.ctx.rank :: self.ctx.world_size]
 
     # -- the protocol DistributedTorchSession calls ------------------------------------------
@@ -238,7 +241,7 @@ class DataParallelProgram(ABC):
         from parabench.torch.loop import window_order
 
         order = window_order(self.n, self.config.seed, window, steps * self.batch_size)
-        mine = order[self.ctx.rank :: self.ctx.world_size]
+        mine = self.share(order)
         return self._train(lambda: self.loop.train_epoch(-1, indices=mine), weighted=False)
 
     def _train(self, run: Callable[[], EpochStats], weighted: bool = True) -> EpochStats:
