@@ -22,6 +22,7 @@ import time
 from typing import Any, TextIO
 
 from parabench.case.result import Result
+from parabench.sweep.stats import rate_text, windows_text
 
 
 def _clock(seconds: float) -> str:
@@ -31,16 +32,19 @@ def _clock(seconds: float) -> str:
 
 
 def case_summary(result: Result) -> str:
-    """'ok 5.79 s/epoch, 166 samples/s' or 'failed: <first line of the reason>'."""
+    """'ok 0.041 s/epoch, 50,072 ±3.0% samples/s (8 windows of 415 steps)', or 'failed: <first
+    line of the reason>'. Speed is the median of the steady windows with its 95 % CI
+    (:mod:`parabench.sweep.report`); results without windows show the figure alone."""
     if result.status != "ok":
         reason = (result.reason or "").strip().splitlines()
         return f"{result.status}: {reason[0][:120]}" if reason else result.status
-    parts = ["ok"]
+    parts = []
     if (t := result.median_epoch_s) is not None:
         parts.append(f"{t:.3f} s/epoch")
     if result.samples_per_s:
-        parts.append(f"{result.samples_per_s:,.0f} samples/s")
-    return " ".join(parts[:2]) + (f", {parts[2]}" if len(parts) > 2 else "")
+        speed = f"{rate_text(result.samples_per_s, result.samples_per_s_ci)} samples/s"
+        parts.append(speed + (f" ({w})" if (w := windows_text(result)) else ""))
+    return "ok" + (f" {', '.join(parts)}" if parts else "")
 
 
 class Progress:

@@ -5,17 +5,33 @@ Usage::
     rows = summarize(results, baselines=earlier_serial_results)
     print(format_table(rows))
 
-One row per (workload, method, device, workers x threads, batch, profile, options). Each row
-has two ratios of median steady-state epoch times, each naming its baseline run
-(:func:`parabench.sweep.compare.ratios`): ``speedup`` against serial with the same total cores
-(workers x threads threads) and ``scaling`` efficiency against serial at the row's threads per
-worker, divided by the workers; both at equal work (same workload, device, profile, batch and
-data options; never another batch). A missing baseline run leaves the ratio ``-`` and a legend
-line says what to add. Baselines come from the same results or, failing that, from
-``baselines`` (e.g. the serial cases already in ``--out``). Medians are over repeats; the
-spread column is the interquartile range of the per-repeat medians (0 with a single repeat).
-An epoch time marked ``~`` is one epoch only: it includes the warm-up, so it is not steady
-state. ``!`` marks a time measured on a busy machine (load above the cores in use). The parity
+One row per (workload, method, device, workers x threads, batch, profile, options). Columns:
+
+* ``samples/s``: steady-state throughput with its 95 % confidence interval, ``50,072 ±3.0%``.
+  A case measures it in speed windows (:mod:`parabench.case.lifecycle`): after a warm-up
+  window (left out), W steady windows of N global mini-batch steps each (one fit for the
+  estimators, one round for fedavg, one epoch for TensorFlow); the figure is the median of
+  their samples/s and the CI the percentile bootstrap CI of that median
+  (:func:`parabench.sweep.stats.median_ci`). With one repeat the CI is the run's windows';
+  with repeats (``n`` > 1) the figure is the median of the repeats' figures and the CI the
+  bootstrap CI of that median over the repeats: repeats are independent runs, while one run's
+  windows share a process, so pooling windows would understate the run-to-run noise. ``±`` is
+  the half-width in percent of the median, the larger side when the interval is asymmetric.
+  Rows without a CI (one repeat without windows: older results) show the figure alone.
+* ``epoch s (IQR)``: one epoch's time at steady-state speed: the epoch's samples over the
+  windows' median samples/s (older results without windows: the median steady epoch); the
+  IQR is over the per-repeat figures (0 with a single repeat). An epoch time marked ``~``
+  comes from one epoch only and includes the warm-up, so it is not steady state: only older
+  results without windows can have it.
+* ``speedup`` and ``scaling``: two ratios of those steady epoch times, each naming its
+  baseline run (:func:`parabench.sweep.compare.ratios`): ``speedup`` against serial with the
+  same total cores (workers x threads threads) and ``scaling`` efficiency against serial at
+  the row's threads per worker, divided by the workers; both at equal work (same workload,
+  device, profile, batch and data options; never another batch). A missing baseline run
+  leaves the ratio ``-`` and a legend line says what to add. Baselines come from the same
+  results or, failing that, from ``baselines`` (e.g. the serial cases already in ``--out``).
+
+``!`` marks a time measured on a busy machine (load above the cores in use). The parity
 column shows the evidence (:func:`parabench.sweep.recommend.parity_text`). ``*`` marks the
 fastest configuration whose parity holds (:mod:`parabench.sweep.recommend`). Cases a method cannot
 run at all (an unsupported workload) collapse into one ``n/a`` line; every other reason shows
@@ -44,6 +60,7 @@ from parabench.sweep.recommend import (
     peak_memory,
     recommend,
 )
+from parabench.sweep.stats import median_ci, rate_text, windows_text
 
 #: the reason Method.check gives for a workload the method cannot train at all
 UNSUPPORTED_MARK = " does not support workload "
@@ -67,6 +84,10 @@ class Row:
     epoch_s: float | None = None
     epoch_iqr_s: float | None = None
     samples_per_s: float | None = None
+    #: 95 % bootstrap CI of ``samples_per_s`` (see the module doc; None: figure alone)
+    samples_per_s_ci: tuple[float, float] | None = None
+    #: what the speed was measured in, e.g. "8 windows of 415 steps" ("": epochs, older results)
+    windows: str = ""
     #: vs the baseline with the same total cores; ``baseline`` names that run
     speedup: float | None = None
     baseline: str | None = None
@@ -75,7 +96,7 @@ class Row:
     scaling_baseline: str | None = None
     #: what to run for a missing baseline (one hint per missing ratio)
     missing: tuple[str, ...] = ()
-    #: False: every repeat ran a single epoch, so its time includes the warm-up
+    #: False: every repeat's epoch time is its single epoch's, which includes the warm-up
     steady: bool = True
     #: "load X > cores in use Y" when measured on a busy machine; "" otherwise
     busy: str = ""
@@ -166,12 +187,13 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
             **ident, repeats=len(ok), status="ok", parity=parity_cell(r.parity for r in ok),
             epoch_s=statistics.median(times) if times else None,
             epoch_iqr_s=_iqr(times),
-            samples_per_s=_median(r.samples_per_s for r in ok),
+            samples_per_s=_median(r.samples_per_s for r in ok), samples_per_s_ci=_speed_ci(ok),
+            windows=next((w for r in ok if (w := windows_text(r))), ""),
             speedup=figures.speedup.value, baseline=figures.speedup.baseline,
             scaling_efficiency=figures.scaling_efficiency.value,
             scaling_baseline=figures.scaling_efficiency.baseline,
             missing=tuple(figures.as_dict()["missing"]),
-            steady=any(len(r.epoch_s) > 1 for r in ok),
+            steady=any(_steady(r) for r in ok),
             busy=_busy(ok, total_cores(workers, threads)),
             quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
             note=f"{failed} repeat(s) not ok" if failed else "",
@@ -188,6 +210,22 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
                                        r.method, r.workers, str(r.batch_size), r.options))
 
 
+def _steady(r: Result) -> bool:
+    """Whether ``r.median_epoch_s`` is steady state: from windows, or from epochs after the
+    first (:attr:`Result.median_epoch_s`)."""
+    return bool(r.window_rates and r.samples_per_epoch) or len(r.epoch_s) > 1
+
+
+def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:
+    """The row's samples/s CI: over the repeats' figures with repeats, else the one run's
+    windows (its recorded CI, or computed from its windows); see the module doc."""
+    if len(ok) > 1:
+        ci = median_ci([r.samples_per_s for r in ok if r.samples_per_s])
+    else:
+        ci = ok[0].samples_per_s_ci or median_ci(ok[0].window_rates)
+    return (float(ci[0]), float(ci[1])) if ci else None
+
+
 def _to_target(ok: list[Result]) -> tuple[float | None, str]:
     """Median train seconds to the target, and 'SEC (ep E, +START start)' or why not."""
     runs = [t for r in ok if (t := r.time_to_target)]
@@ -201,10 +239,6 @@ def _to_target(ok: list[Result]) -> tuple[float | None, str]:
     if len(hits) < len(runs):
         text += f" {len(hits)}/{len(runs)} reached"
     return train, text
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def _ratio(value: float | None, baseline: str | None, spec: str, unit: str) -> str:
@@ -230,7 +264,8 @@ def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
     return (r.workload, r.method + (" *" if r.fastest else ""), r.device,
             f"{r.workers}x{r.threads}" if r.threads else str(r.workers),
             str(r.batch_size), r.profile, r.options, str(r.repeats), epoch,
-            _fmt(r.samples_per_s, ",.0f"), _ratio(r.speedup, r.baseline, ".2f", "x"),
+            rate_text(r.samples_per_s, r.samples_per_s_ci),
+            _ratio(r.speedup, r.baseline, ".2f", "x"),
             _ratio(r.scaling_efficiency, r.scaling_baseline, ".2f", ""),
             _memory(r), r.parity, *(r.extra.get(h, "-") for h in extra_headers), tail)
 
@@ -273,7 +308,8 @@ def legend(rows: list[Row]) -> list[str]:
     ok = [r for r in rows if r.status == "ok"]
     if not ok:
         return []
-    lines = ["workers: processes x threads each; speedup: vs serial with the same total cores "
+    lines = [*_speed_legend(ok),
+             "workers: processes x threads each; speedup: vs serial with the same total cores "
              "(t=workers x threads);",
              "scaling: speedup vs serial at the threads per worker (t=), / workers; each against "
              "the same workload, device, profile, batch and data options"]
@@ -284,10 +320,26 @@ def legend(rows: list[Row]) -> list[str]:
                      f"{RSS_MARK}: RSS sum, PSS unreadable or not recorded (shared pages "
                      "counted per process)")
     if any(not r.steady for r in ok):
-        lines.append("~ one epoch only: its time includes the warm-up epoch, so it is not "
-                     "steady state (use --epochs 2 or more)")
+        lines.append("~ one epoch only, no speed windows (an older result): its time includes "
+                     "the warm-up epoch, so it is not steady state")
     for r in ok:
         if r.busy:
             lines.append(f"! {r.workload}/{r.method} {r.workers}x{r.threads}: measured on a busy "
                          f"machine: {r.busy}")
+    return lines
+
+
+def _speed_legend(ok: list[Row]) -> list[str]:
+    """What samples/s (and the epoch time derived from it) means for these rows."""
+    measured = sorted({r.windows for r in ok if r.windows})
+    if not measured:
+        return []
+    where = "; ".join(measured) if len(measured) <= 3 else "per case: the result's window field"
+    lines = ["samples/s: median of the steady speed windows (after a warm-up window, left out; "
+             f"here {where}) ± the half-width of its 95 % bootstrap CI in % of the median",
+             "  (the larger side when the interval is asymmetric); epoch s: the epoch's samples "
+             "at that median speed"]
+    if any(r.repeats > 1 and r.samples_per_s_ci for r in ok):
+        lines.append("  n > 1: median and CI over the repeats' figures (independent runs), not "
+                     "over their pooled windows")
     return lines

@@ -2,15 +2,18 @@
 
 Usage::
 
-    s = throughput_samples(results)        # per-repeat throughputs, or steady epochs of one run
+    s = throughput_samples(results)        # per-repeat throughputs, or steady windows of one run
+    lo, hi = median_ci(s.values)                      # 95 % bootstrap CI of the median
+    rate_text(50072.0, (48900.0, 51600.0))            # '50,072 ±3.0%' (larger side of the CI)
     lo, hi = ratio_ci(s.values, base.values)          # 95 % bootstrap CI of the median ratio
     p = mann_whitney_p(s.values, base.values)         # two-sided; 1.0 when it cannot be computed
     fit = amdahl_fit({1: 10.0, 2: 5.6, 4: 3.4})       # epoch time per worker count
 
 Throughput is samples per second. With two or more repeats of a case the samples are the
 per-repeat throughputs (repeats are independent runs); with one repeat they are the steady
-epochs of that run (the first epoch dropped), which share a process and so understate the
-run-to-run spread: reports say which was used.
+speed windows of that run (the warm-up window dropped; results without windows: the steady
+epochs, the first dropped), which share a process and so understate the run-to-run spread:
+reports say which was used (``Samples.unit``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ BOOTSTRAP_ROUNDS = 2000
 @dataclass(frozen=True, kw_only=True)
 class Samples:
     values: tuple[float, ...]
-    #: "repeat" (independent runs) or "epoch" (steady epochs of one run)
+    #: "repeat" (independent runs), "window" (steady speed windows of one run) or "epoch"
+    #: (steady epochs of one run without windows)
     unit: str
 
     @property
@@ -55,6 +59,37 @@ def median_ci(values: Sequence[float], confidence: float = 0.95,
                      for _ in range(rounds))
     tail = (1 - confidence) / 2
     return (medians[int(tail * (rounds - 1))], medians[int(round((1 - tail) * (rounds - 1)))])
+
+
+def ci_half_pct(median: float | None, ci: Sequence[float] | None) -> float | None:
+    """The CI's half-width in percent of ``median``: the larger side, so an asymmetric
+    interval is never reported narrower than it is (symmetric: (high - low) / 2)."""
+    if not median or not ci or len(ci) != 2:
+        return None
+    low, high = ci
+    return 100.0 * max(high - median, median - low) / abs(median)
+
+
+def rate_text(median: float | None, ci: Sequence[float] | None = None) -> str:
+    """'50,072 ±3.0%' (one decimal below 10 %, whole percent above); '50,072' without a CI;
+    '-' without a figure."""
+    if median is None:
+        return "-"
+    pct = ci_half_pct(median, ci)
+    if pct is None:
+        return f"{median:,.0f}"
+    return f"{median:,.0f} ±{pct:.1f}%" if pct < 10 else f"{median:,.0f} ±{pct:.0f}%"
+
+
+def windows_text(r: Result) -> str:
+    """'8 windows of 415 steps' (a fit/round/epoch for other units); '' without windows."""
+    n = len(r.window_rates)
+    if not n:
+        return ""
+    window = r.window or {}
+    unit, steps = window.get("unit", "steps"), window.get("steps")
+    what = f"{steps} steps" if unit == "steps" and steps else f"one {unit}"
+    return f"{n} window{'s' if n != 1 else ''} of {what}"
 
 
 def _epoch_rates(r: Result) -> list[float]:
@@ -83,7 +118,8 @@ def throughput_samples(results: Sequence[Result]) -> Samples:
                 values.append(statistics.median(rates))
         return Samples(values=tuple(values), unit="repeat")
     if ok:
-        return Samples(values=tuple(_epoch_rates(ok[0])), unit="epoch")
+        unit = "window" if ok[0].window_rates else "epoch"
+        return Samples(values=tuple(_epoch_rates(ok[0])), unit=unit)
     return Samples(values=(), unit="epoch")
 
 

@@ -8,11 +8,14 @@ Usage::
 
 Scalars per epoch (step = epoch, 1-based): ``loss``, ``epoch_s``, ``throughput``
 (samples/s of that epoch), ``quality`` where per-epoch quality was recorded, and
-``components/<name>``; once per case (step = last epoch): ``quality/final``,
-``samples_per_s``, ``peak_mb`` (PSS sum, else RSS), ``peak_rss_mb``, ``peak_gpu_mb``,
-``startup_s``. Runs that did not finish ok still log what they measured. Records are written
-with TensorBoard's own protobufs and record framing, directly, because its EventFileWriter
-imports TensorFlow when that is installed (tens of seconds).
+``components/<name>``; per steady speed window (step = window, 1-based, the warm-up window
+left out): ``window_throughput`` (samples/s of that window); once per case (step = last
+epoch): ``quality/final``, ``samples_per_s`` (the steady windows' median where measured),
+``samples_per_s_ci/low`` and ``/high`` (its 95 % CI, where recorded), ``peak_mb`` (PSS
+sum, else RSS), ``peak_rss_mb``, ``peak_gpu_mb``, ``startup_s``. Runs that did not finish ok
+still log what they measured. Records are written with TensorBoard's own protobufs and record
+framing, directly, because its EventFileWriter imports TensorFlow when that is installed
+(tens of seconds).
 """
 
 from __future__ import annotations
@@ -58,11 +61,14 @@ def scalars(r: Result) -> list[tuple[str, int, float]]:
     for i, q in enumerate(getattr(r, "epoch_quality", None) or [], 1):
         if q is not None:
             out.append(("quality", i, q))
+    out += [("window_throughput", i, rate) for i, rate in enumerate(r.window_rates, 1)]
     for name, values in sorted(r.components.items()):
         out += [(f"components/{name}", i, v) for i, v in enumerate(values, 1)]
     last = max(len(r.epoch_s), 1)
+    low, high = r.samples_per_s_ci or (None, None)
     once = {"quality/final": r.quality.value if r.quality else None,
-            "samples_per_s": r.samples_per_s, "peak_mb": peak_memory([r])[0],
+            "samples_per_s": r.samples_per_s, "samples_per_s_ci/low": low,
+            "samples_per_s_ci/high": high, "peak_mb": peak_memory([r])[0],
             "peak_rss_mb": r.peak_rss_mb,
             "peak_gpu_mb": r.peak_gpu_mb, "startup_s": r.startup_s}
     out += [(tag, last, float(v)) for tag, v in once.items() if v is not None]

@@ -32,10 +32,19 @@ from parabench.sweep.stats import amdahl_fit
 
 SAMPLES_NOTE = (
     "Significance and CIs use independent repeats when a case has two or more (per-repeat "
-    "throughput), otherwise the steady epochs of its single run (the first epoch dropped), "
-    "which share one process and so understate run-to-run noise. Two samples per side can "
-    "never reach p < 0.05 (Mann-Whitney); run --repeats 4 or more --epochs to tell close "
+    "throughput), otherwise the steady speed windows of its single run (the warm-up window "
+    "dropped; older results without windows: the steady epochs, the first dropped), which "
+    "share one process and so understate run-to-run noise. Two samples per side can never "
+    "reach p < 0.05 (Mann-Whitney); run --repeats 4 or more (or more --windows) to tell close "
     "methods apart."
+)
+#: what the summary table's samples/s cell means (parabench.sweep.report's module doc)
+SPEED_NOTE = (
+    "samples/s: the median of the steady speed windows (W windows of N global mini-batch "
+    "steps after a warm-up window; one fit, round or epoch for estimators, fedavg and "
+    "TensorFlow) ± the half-width of its 95 % bootstrap CI in % of the median (the larger "
+    "side when asymmetric); with repeats, median and CI over the repeats' figures. Older "
+    "results without windows show the figure alone. epoch s: the epoch's samples at that speed."
 )
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from parabench.sweep.recommend import memory_cell
 from parabench.sweep.report import Row
-from parabench.sweep.site.build import SAMPLES_NOTE, ReportData, Scope
+from parabench.sweep.site.build import SAMPLES_NOTE, SPEED_NOTE, ReportData, Scope
+from parabench.sweep.stats import rate_text
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2em auto;
@@ -65,7 +66,7 @@ def _table(rows: list[Row]) -> str:
         tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
         cells = [r.workload, r.method + (" *" if r.fastest else ""), r.device, r.workers,
                  r.batch_size, r.profile, r.options, r.repeats, epoch,
-                 "-" if r.samples_per_s is None else f"{r.samples_per_s:,.0f}",
+                 rate_text(r.samples_per_s, r.samples_per_s_ci),
                  "-" if r.speedup is None else f"{r.speedup:.2f}x", mem, r.parity,
                  *(r.extra.get(h, "-") for h in extra), tail]
         cls = ' class="best"' if r.fastest else ""
@@ -125,6 +126,7 @@ def render_html(data: ReportData) -> str:
         "<h2>Summary</h2>", _table(data.rows),
         '<p class="note">* fastest configuration whose parity holds; speedup is against '
         "serial at the same batch and data options.</p>",
+        f'<p class="note">{escape(SPEED_NOTE)}</p>',
         *(_scope(s) for s in data.scopes),
         _problems(data),
         _environment(data),

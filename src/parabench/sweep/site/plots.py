@@ -6,7 +6,8 @@ Usage::
     save(figs, out_dir, prefix="cnn-cpu-tiny")              # PNG files, figures closed
 
 Figures: ``scaling`` (speedup over serial, or throughput without a serial case, vs workers
-per method, with the ideal line and, for >= 3 worker counts, an Amdahl prediction at twice
+per method, with the ideal line, 95 % CI error bars of the throughput
+(:func:`throughput_errors`) and, for >= 3 worker counts, an Amdahl prediction at twice
 the largest count), ``components`` (stacked time components per configuration), ``memory``
 (peak RAM, and GPU when recorded), ``curves`` (loss, and quality when recorded, per epoch
 against serial), and, when the results hold such sweeps, ``batch`` (throughput and memory vs
@@ -24,7 +25,7 @@ from typing import Any
 from parabench.case.result import Result
 from parabench.sweep.compare import is_baseline, throughput_speedup
 from parabench.sweep.recommend import Candidate, baseline_for
-from parabench.sweep.stats import amdahl_fit
+from parabench.sweep.stats import amdahl_fit, median_ci
 
 COMPONENT_ORDER = ("data", "forward", "backward", "optimizer", "communication", "idle")
 COLORS = {"data": "#8c8c8c", "forward": "#4c72b0", "backward": "#dd8452",
@@ -65,6 +66,25 @@ def _series(cands: list[Candidate]) -> dict[str, list[Candidate]]:
     return out
 
 
+def throughput_errors(cands: list[Candidate], ref: float = 1.0) -> list[list[float]]:
+    """Asymmetric error bars [[below...], [above...]] of each candidate's throughput / ``ref``:
+    the 95 % bootstrap CI of its median over its samples (steady windows of one run, or the
+    repeats' figures: :func:`parabench.sweep.stats.throughput_samples`); 0 where none."""
+    below, above = [], []
+    for c in cands:
+        ci = median_ci(c.samples.values)
+        lo, hi = ci if ci else (c.throughput, c.throughput)
+        below.append(max(0.0, (c.throughput - lo) / ref))
+        above.append(max(0.0, (hi - c.throughput) / ref))
+    return [below, above]
+
+
+def _error_bars(ax: Any, xs: list[Any], ys: list[float], yerr: list[list[float]],
+                color: str) -> None:
+    """Vertical CI bars only (a LineCollection: the axes' lines stay the data series)."""
+    ax.errorbar(xs, ys, yerr=yerr, fmt="none", ecolor=color, elinewidth=1, capsize=0)
+
+
 def scaling_figure(cands: list[Candidate]) -> Any:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.4, 3.8))
@@ -76,6 +96,7 @@ def scaling_figure(cands: list[Candidate]) -> Any:
         xs = [c.workers for c in series]
         ys = [throughput_speedup(c.throughput, ref) for c in series]
         (line,) = ax.plot(xs, ys, marker="o", label=name)
+        _error_bars(ax, xs, ys, throughput_errors(series, ref), line.get_color())
         fit = amdahl_fit({c.workers: 1.0 / c.throughput for c in series})
         if fit is not None:
             n = fit.predict_workers
@@ -208,6 +229,7 @@ def batch_figure(cands: list[Candidate]) -> Any | None:
         cs.sort(key=lambda c: int(c.batch))
         xs = [int(c.batch) for c in cs]
         (line,) = ax.plot(xs, [c.throughput for c in cs], marker="o", label=name)
+        _error_bars(ax, xs, [c.throughput for c in cs], throughput_errors(cs), line.get_color())
         mx.plot(xs, [c.peak_mb or 0 for c in cs], marker="o", label=name,
                 color=line.get_color())
         auto = [c for c in cs if any(r.config.get("batch_size") == "auto" for r in c.results)]
@@ -234,8 +256,9 @@ def options_figure(cands: list[Candidate]) -> Any | None:
     plt = _pyplot()
     data = sorted(cands, key=lambda c: (c.method, c.workers, c.options))
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    ax.bar([_short(c) for c in data], [c.throughput for c in data])
-    ax.set_ylabel("samples/s")
+    ax.bar([_short(c) for c in data], [c.throughput for c in data],
+           yerr=throughput_errors(data), capsize=3)
+    ax.set_ylabel("samples/s (median, 95 % CI)")
     ax.set_title("Throughput per option setting (DataLoader, precision, ...)")
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     fig.tight_layout()
