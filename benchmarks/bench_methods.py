@@ -15,12 +15,17 @@ shows as n/a. A case that *fails* is a failure, never n/a. ``PARABENCH_ASV_PROFI
 quick | full, default quick) sizes the data and models. asv's ``-b`` selects combinations by
 name, e.g. ``-b "\\('mlp', '(serial|ddp)', "`` (``scripts/asv_history.sh`` uses such a subset).
 
-**The unit** is the CLI's and pytest-benchmark's: one steady-state epoch after a warm-up
-epoch, through :mod:`parabench.case.lifecycle`. ``Epoch.time_epoch`` times it in this process
-(:class:`~parabench.case.lifecycle.StartedCase`); the ``track_*`` figures come from the case
-run as ``parabench run`` runs it (:func:`parabench.case.isolate.run_isolated`: its own process
-tree, ``1 + STEADY_EPOCHS[profile]`` epochs, the first left out), so they carry parabench's
-summed peak memory (PSS) and the same steady epochs as the CLI's table.
+**The unit** is the CLI's and pytest-benchmark's: a steady-state speed *window* (N global
+mini-batch steps over :func:`~parabench.torch.loop.window_order`, N calibrated by a warm-up
+window to about ``WINDOW_TARGET_S``; one fit / round / epoch for sessions whose
+``window_unit`` says so), through :mod:`parabench.case.lifecycle`. ``Window.time_window``
+times one in this process (:class:`~parabench.case.lifecycle.StartedCase`); the ``track_*``
+figures come from the case run as ``parabench run`` runs it
+(:func:`parabench.case.isolate.run_isolated`: its own process tree, one epoch for the quality,
+then the CLI's warm-up window and steady windows), so they carry parabench's summed peak memory
+(PSS) and the same throughput (median window samples/s, with its 95 % bootstrap interval) as
+the CLI's table. The benchmark was ``Epoch.time_epoch`` (one steady epoch) before windows: its
+asv history ends there and ``Window.time_window``'s starts.
 
 **Hardware-normalised.** The ratio tracks compare a case with serial runs measured *in the
 same asv session* on the same machine, through :func:`parabench.sweep.compare.ratios` (serial
@@ -40,8 +45,8 @@ measures at most three cases (the case and its two serial baselines), each under
 
 The module imports against an older parabench that has no :mod:`parabench.sweep.bench` (history
 builds install old commits into the environment): discovery still works, and every benchmark
-is n/a for that commit; a commit without ``run_isolated`` or ``compare.ratios`` shows its
-tracks as n/a and still times its epochs.
+is n/a for that commit; a commit without ``run_isolated`` or ``compare.ratios``, or whose results
+have no speed windows, shows its tracks as n/a and still times its ``step``.
 """
 
 from __future__ import annotations
@@ -61,8 +66,8 @@ PARAM_NAMES = ["workload", "method", "device", "workers"]
 TIMEOUT_S = {"tiny": 300.0, "quick": 1800.0, "full": 7200.0}
 #: cases one track's ``setup`` may have to measure: the case and its two serial baselines
 MEASURED_PER_SETUP = 3
-#: steady epochs measured per case for the track_* figures (after one warm-up epoch)
-STEADY_EPOCHS = {"tiny": 3, "quick": 3, "full": 3}
+#: epochs a track's run trains (for the quality; speed comes from the windows after them)
+TRACK_EPOCHS = 1
 #: where the session's measurements live, relative to asv's cache directory (the cwd)
 FIGURES_DIR = "parabench-figures"
 #: setup_cache only names the session: seconds are plenty
@@ -82,7 +87,7 @@ except Exception as exc:  # an older parabench, or a broken registry: keep disco
     _CASES = []
     _MISSING = f"parabench.sweep.bench is unusable in this environment: {exc!r}"
 
-try:  # the CLI's isolated runner: the tracks need it, the epoch timing does not
+try:  # the CLI's isolated runner: the tracks need it, the window timing does not
     from parabench.case.isolate import run_isolated
 except Exception:  # pragma: no cover - an older parabench
     run_isolated = None  # type: ignore[assignment]
@@ -138,7 +143,7 @@ class _Cases:
     timeout = _timeout()
 
 
-# The clock time_epoch is read by: it advances only by the epoch time the session reports,
+# The clock time_window is read by: it advances only by the window time the session reports,
 # which is what parabench's results record (slowest rank between barriers, CUDA synchronised).
 _session_seconds = [0.0]
 
@@ -147,15 +152,31 @@ def _session_clock() -> float:
     return _session_seconds[0]
 
 
-class Epoch(_Cases):
-    """One steady-state epoch of an already started, warmed-up session.
+def _epoch_equivalent(seconds: float, samples: int | None, samples_per_epoch: int | None
+                      ) -> float:
+    """``seconds`` for ``samples`` scaled to one epoch's samples (equal work per sample);
+    unscaled when either count is unknown (an older parabench, or a window of one epoch)."""
+    if not samples or not samples_per_epoch:
+        return seconds
+    return seconds * samples_per_epoch / samples
 
-    - ``time_epoch`` (seconds, lower is better): the epoch time the session reports. asv
-      re-runs ``setup`` before every sample, so each sample is one epoch of a freshly started
-      session; start-up and the warm-up epoch are in ``setup``, outside the timing. At least
-      7 samples per commit (``--quick``: one), enough for asv's Mann-Whitney test to call a
-      change significant; asv keeps them only with ``--record-samples`` (the history script
-      passes it), else ``asv compare`` falls back to a coarser confidence-interval check.
+
+class Window(_Cases):
+    """One steady-state speed window of an already started, warmed-up, calibrated session.
+
+    - ``time_window`` (seconds per epoch's worth of samples, lower is better): the window time
+      the session reports, scaled to one epoch's samples (window seconds x samples per epoch /
+      window samples, as :attr:`parabench.case.result.Result.median_epoch_s`). The scaling
+      makes asv's samples and commits comparable: each ``setup`` calibrates its own N so that a
+      window takes about ``WINDOW_TARGET_S``, so raw window seconds would read the same on a
+      commit twice as slow.
+      A fit, round or epoch window is one epoch's samples: its seconds as they are.
+      asv re-runs ``setup`` before every sample, so each sample is one window of a freshly
+      started session; start-up, the warm-up epoch and the warm-up (calibration) window are in
+      ``setup``, outside the timing. At least 7 samples per commit (``--quick``: one), enough
+      for asv's Mann-Whitney test to call a change significant; asv keeps them only with
+      ``--record-samples`` (the history script passes it), else ``asv compare`` falls back to a
+      coarser confidence-interval check.
 
     Memory is ``Case.track_peak_pss_mb``: asv's own ``peakmem`` sees this process only, so a
     multi-process method would look lighter than serial there.
@@ -164,7 +185,7 @@ class Epoch(_Cases):
     number = 1
     rounds = 1
     repeat = (7, 10, 120.0)  # (min samples, max samples, stop after this many seconds)
-    warmup_time = 0.0  # the warm-up epoch runs in setup
+    warmup_time = 0.0  # the warm-up epoch and window run in setup
 
     timer = staticmethod(_session_clock)
 
@@ -178,8 +199,10 @@ class Epoch(_Cases):
         if started is not None:
             started.__exit__(None, None, None)
 
-    def time_epoch(self, *params: Any) -> None:
-        _session_seconds[0] += self.started.step().seconds
+    def time_window(self, *params: Any) -> None:
+        stats = self.started.step()
+        _session_seconds[0] += _epoch_equivalent(stats.seconds, getattr(stats, "samples", None),
+                                                 self.started.samples_per_epoch)
 
 
 # --- the tracks: each case measured once per asv session, as `parabench run` measures it ------
@@ -188,15 +211,25 @@ def _figures_of(result: Any) -> dict[str, Any]:
     """A finished Result's figures for the tracks (an error entry when it did not finish ok)."""
     if result.status != "ok":
         return {"error": f"{result.status}: {result.reason}"}
-    steady = result.steady_epoch_s
-    if len(result.epoch_s) < 2 or not steady:  # the warm-up epoch alone is not steady state
-        return {"error": f"{len(result.epoch_s)} epoch(s) recorded: no steady epoch"}
-    epoch_s = statistics.median(steady)
+    if not hasattr(result, "window_rates"):  # a commit before speed windows: n/a, not failed
+        return {"na": "this parabench's results have no speed windows"}
+    rates = result.window_rates
+    if len(rates) < 2:  # the CLI always measures >= 2 steady windows; fewer: no median or CI
+        return {"error": f"{len(rates)} steady speed window(s) recorded "
+                         f"({len(result.window_s)} in all): no steady-state throughput"}
+    from parabench.sweep.stats import median_ci  # here: windows and median_ci came together
+
+    rate = statistics.median(rates)
+    low, high = result.samples_per_s_ci or median_ci(rates)
     pss = getattr(result, "peak_pss_mb", None)  # None: an older parabench, or unreadable
     return {
         "threads": result.threads_per_worker,
-        "epoch_s": epoch_s,
-        "seconds_per_sample": epoch_s / result.samples_per_epoch,
+        "samples_per_s": rate,
+        "samples_per_s_ci": [low, high],
+        "ci_halfwidth": (high - low) / 2 / rate,
+        "seconds_per_sample": 1.0 / rate,
+        "windows": len(rates),
+        "window": result.window,
         "startup_s": result.startup_s,
         "quality": result.quality.value if result.quality else None,
         "peak_mb": pss if pss is not None else result.peak_rss_mb,
@@ -206,12 +239,10 @@ def _figures_of(result: Any) -> dict[str, Any]:
 
 
 def _measure(config: Any) -> dict[str, Any]:
-    """Run ``config`` isolated, as the CLI does: one warm-up epoch, then the steady ones."""
+    """Run ``config`` isolated, as the CLI does: an epoch (quality), then its speed windows."""
     if run_isolated is None:
         raise NotImplementedError("this parabench has no parabench.case.isolate.run_isolated")
-    profile = _profile()
-    config = config.replace(epochs=1 + STEADY_EPOCHS[profile],
-                            timeout_s=_timeout() / MEASURED_PER_SETUP)
+    config = config.replace(epochs=TRACK_EPOCHS, timeout_s=_timeout() / MEASURED_PER_SETUP)
     with tempfile.TemporaryDirectory(prefix="parabench-asv-") as tmp:
         return _figures_of(run_isolated(config, workdir=Path(tmp)))
 
@@ -237,6 +268,8 @@ def measured(case: Any, threads: int | None = None) -> dict[str, Any]:
             partial.write_text(json.dumps(figures))
             os.replace(partial, path)  # never a half-written file for the next reader
         figures = json.loads(path.read_text())
+    if "na" in figures:
+        raise NotImplementedError(f"{case.id}: {figures['na']}")
     if "error" in figures:
         raise RuntimeError(f"{case.id} t={config.threads} failed: {figures['error']}")
     return figures
@@ -255,10 +288,13 @@ class _Measured(_Cases):
 
 
 class Case(_Measured):
-    """Figures of the case itself, medians over its steady-state epochs.
+    """Figures of the case itself, from its steady-state speed windows.
 
-    - ``track_seconds_per_sample`` (seconds/sample, lower is better): epoch time / samples
-      trained in it (every rank's samples): the inverse of throughput.
+    - ``track_seconds_per_sample`` (seconds/sample, lower is better): 1 / the median of the
+      windows' samples/s (every rank's samples): the inverse of throughput.
+    - ``track_speed_ci_halfwidth`` (ratio, lower is better): half the width of that median's
+      95 % bootstrap confidence interval, over the median: how noisy the speed figure is (the
+      issue's target is <= 0.05 on a quiet machine for mlp/cnn serial and ddp).
     - ``track_startup_s`` (seconds, lower is better): starting the session (spawn, rendezvous,
       cluster, JIT, data, model).
     - ``track_peak_pss_mb`` (MB, lower is better): parabench's peak of the PSS sum over the
@@ -273,6 +309,11 @@ class Case(_Measured):
         return self.figures["seconds_per_sample"]
 
     track_seconds_per_sample.unit = "seconds/sample"
+
+    def track_speed_ci_halfwidth(self, *params: Any) -> float:
+        return self.figures["ci_halfwidth"]
+
+    track_speed_ci_halfwidth.unit = "ratio"
 
     def track_startup_s(self, *params: Any) -> float:
         return self.figures["startup_s"]
@@ -292,8 +333,9 @@ class VersusSerial(_Measured):
     and profile: serial with the same total cores (workers x threads) and serial at the
     threads per worker.
 
-    - ``track_slowdown_vs_serial`` (ratio, lower is better): 1 / speedup, the case's epoch
-      time over serial's at the same total cores. 1 is no gain; 0.5 is twice as fast.
+    - ``track_slowdown_vs_serial`` (ratio, lower is better): 1 / speedup, the case's seconds
+      per sample (median window) over serial's at the same total cores. 1 is no gain; 0.5 is
+      twice as fast. Per sample, since the two calibrate different steps per window.
     - ``track_scaling_shortfall`` (ratio, lower is better): 1 - scaling efficiency (speedup
       over serial at the threads per worker, / workers). 0 is linear scaling.
     - ``track_quality_gap`` (quality units, lower is better): how far the case's quality falls
@@ -319,10 +361,10 @@ class VersusSerial(_Measured):
         if (reason := baseline.skip_reason(profile)) is not None:
             raise NotImplementedError(f"{baseline.id}: {reason}")
         key = CaseKey(workload, method, device, workers, "-", profile, "-", threads)
-        times, self.baselines = {key: self.figures["epoch_s"]}, {}
+        times, self.baselines = {key: self.figures["seconds_per_sample"]}, {}
         for n in (workers * threads, threads):  # equal cores; threads per worker
-            self.baselines[n] = measured(baseline, threads=n)
-            times[key._replace(method=base, workers=1, threads=n)] = self.baselines[n]["epoch_s"]
+            self.baselines[n] = figures = measured(baseline, threads=n)
+            times[key._replace(method=base, workers=1, threads=n)] = figures["seconds_per_sample"]
         self.ratios = ratios(key, times)
         self.serial = self.baselines[workers * threads]
         higher_is_better = workloads.get(workload).quality.higher_is_better

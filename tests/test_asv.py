@@ -107,9 +107,9 @@ def test_asv_runs_every_benchmark_of_this_commit_without_failures(asv_site: AsvS
     assert list(asv_site.results.glob(f"*/{asv_site.sha[:8]}-existing-*.json")), output
 
 
-def test_published_site_has_the_serial_mlp_epoch_time(asv_site: AsvSite) -> None:
+def test_published_site_has_the_serial_mlp_window_time(asv_site: AsvSite) -> None:
     assert (asv_site.html / "index.html").is_file()
-    seconds = _value(asv_site, "bench_methods.Epoch.time_epoch")
+    seconds = _value(asv_site, "bench_methods.Window.time_window")
     assert seconds is not None and 0 < seconds < 60, seconds
     peak = _value(asv_site, "bench_methods.Case.track_peak_pss_mb")
     assert peak is not None and peak > 10, peak  # MB: torch alone is more
@@ -120,6 +120,8 @@ def test_tracks_are_lower_is_better_figures_against_serial(asv_site: AsvSite) ->
     assert per_sample is not None and 0 < per_sample < 1, per_sample
     startup = _value(asv_site, "bench_methods.Case.track_startup_s")
     assert startup is not None and startup >= 0, startup
+    halfwidth = _value(asv_site, "bench_methods.Case.track_speed_ci_halfwidth")
+    assert halfwidth is not None and halfwidth >= 0, halfwidth  # relative: no bound when busy
     # serial against itself: the same measurement on both sides of the ratio and the gap
     assert _value(asv_site, "bench_methods.VersusSerial.track_slowdown_vs_serial") == 1.0
     assert _value(asv_site, "bench_methods.VersusSerial.track_scaling_shortfall") == 0.0
@@ -139,9 +141,9 @@ sys.modules["parabench.sweep.bench"] = None  # import parabench.sweep.bench now 
 sys.path.insert(0, sys.argv[1])
 from benchmarks import bench_methods as b
 assert b._MISSING and "parabench.sweep.bench" in b._MISSING, b._MISSING
-assert b.Epoch.params[1] and b.Epoch.param_names[0] == "workload", b.Epoch.params
+assert b.Window.params[1] and b.Window.param_names[0] == "workload", b.Window.params
 try:
-    b.Epoch().setup("mlp", "serial", "cpu", 1)
+    b.Window().setup("mlp", "serial", "cpu", 1)
 except NotImplementedError:
     pass
 else:
@@ -175,10 +177,11 @@ def _bench() -> Any:
 
 
 def _crafted(config: Any) -> dict[str, Any]:
-    """Figures by config: serial 1.0 s at 2 threads, 1.6 s at 1; ddp 2 x 1 at 0.5 s."""
-    epoch = {("serial", 2): 1.0, ("serial", 1): 1.6, ("ddp", 1): 0.5}[config.method,
-                                                                       config.threads]
-    return {"threads": config.threads, "epoch_s": epoch, "seconds_per_sample": epoch / 100,
+    """Figures by config: serial 100 samples/s at 2 threads, 62.5 at 1; ddp 2 x 1 at 200."""
+    rate = {("serial", 2): 100.0, ("serial", 1): 62.5, ("ddp", 1): 200.0}[config.method,
+                                                                          config.threads]
+    return {"threads": config.threads, "samples_per_s": rate, "seconds_per_sample": 1 / rate,
+            "samples_per_s_ci": [rate * 0.9, rate * 1.1], "ci_halfwidth": 0.1,
             "startup_s": 1.0, "quality": 0.9 if config.method == "serial" else 0.88,
             "peak_mb": 500.0 * config.workers ** 0.5, "peak_source": "pss", "busy": False}
 
@@ -195,8 +198,8 @@ def test_tracks_are_ratios_against_serial_of_the_same_session(
                         or _crafted(c))
     v = b.VersusSerial()
     v.setup(v.setup_cache(), "mlp", "ddp", "cpu", 2)
-    assert v.track_slowdown_vs_serial() == pytest.approx(0.5)      # 0.5 s / serial t=2's 1.0
-    assert v.track_scaling_shortfall() == pytest.approx(1 - 1.6)   # 1.6 / 0.5 / 2 = 1.6
+    assert v.track_slowdown_vs_serial() == pytest.approx(0.5)      # 100 / 200 samples/s
+    assert v.track_scaling_shortfall() == pytest.approx(1 - 1.6)   # 200 / 62.5 / 2 = 1.6
     assert v.track_quality_gap() == pytest.approx(0.02)            # positive: worse
     assert v.track_memory_vs_serial() == pytest.approx(2 ** 0.5)
     c = b.Case()
@@ -209,13 +212,13 @@ def test_every_track_is_declared_lower_is_better_and_within_asv_limits() -> None
     b = _bench()
     tracks = {f"{cls.__name__}.{name}": cls for cls in (b.Case, b.VersusSerial)
               for name in dir(cls) if name.startswith("track_")}
-    assert len(tracks) == 7, sorted(tracks)
+    assert len(tracks) == 8, sorted(tracks)
     for name, cls in tracks.items():  # every docstring states its figures as lower-is-better
         assert f"``{name.split('.')[1]}``" in cls.__doc__, name
     assert (b.__doc__ or "").count("lower-is-better") >= 1
-    assert not any(n.startswith("peakmem_") for n in dir(b.Epoch)), "asv's peakmem: one process"
-    json.dumps(b.Epoch.params)  # asv stores the params as JSON
-    for cls in (b.Epoch, b.Case, b.VersusSerial):
+    assert not any(n.startswith("peakmem_") for n in dir(b.Window)), "asv's peakmem: one process"
+    json.dumps(b.Window.params)  # asv stores the params as JSON
+    for cls in (b.Window, b.Case, b.VersusSerial):
         assert cls.timeout == b.TIMEOUT_S[os.environ.get(b.PROFILE_ENV, b.DEFAULT_PROFILE)]
     assert b._Measured.setup_cache.timeout <= min(b.TIMEOUT_S.values()) / 5
 
@@ -238,3 +241,39 @@ def test_history_script_defaults_to_tiny_and_a_bounded_selection() -> None:
     assert not any(picked(*c) for c in [("mlp", "ddp", 1), ("cnn", "ddp", 2),
                                         ("vgg11", "serial", 1),
                                         ("random_forest", "threads+torch", 2)])
+
+
+def _result(**fields: Any) -> Any:
+    from parabench.case.result import Result
+
+    base = dict(workload="mlp", method="serial", device="cpu", workers=1, threads_per_worker=2,
+                batch_size=64, epochs=1, profile="tiny", seed=0, repeat=0, status="ok",
+                samples_per_epoch=1000, epoch_s=[9.0], startup_s=1.0, peak_rss_mb=300.0)
+    return Result(**{**base, **fields})
+
+
+def test_track_figures_come_from_the_steady_windows_only() -> None:
+    """Windows: a 0.1 s warm-up (left out), then 100, 400 and 200 samples/s: median 200."""
+    b = _bench()
+    result = _result(window_s=[0.1, 1.0, 0.5, 1.0], window_samples=[300, 100, 200, 200],
+                     window={"unit": "steps", "steps": 2, "warmup": 1},
+                     samples_per_s_ci=[150.0, 250.0])
+    figures = b._figures_of(result)
+    assert figures["samples_per_s"] == pytest.approx(200.0)  # not 3000 (the warm-up window)
+    assert figures["seconds_per_sample"] == pytest.approx(1 / 200)  # not the 9 s epoch's
+    assert figures["ci_halfwidth"] == pytest.approx(0.25)  # (250 - 150) / 2 / 200
+    assert figures["windows"] == 3 and json.dumps(figures)  # stored as JSON
+    # no steady windows (only the warm-up one, or none): an error entry, never an epoch figure
+    for s, n in (([0.1], [300]), ([], [])):
+        figures = b._figures_of(_result(window_s=s, window_samples=n, window={"warmup": 1}))
+        assert "steady speed window" in figures["error"], figures
+    assert "error" in b._figures_of(_result(status="failed", reason="boom"))
+
+
+def test_time_window_reads_seconds_per_epoch_of_samples() -> None:
+    """Each setup calibrates its own N: the timed figure is per sample, scaled to an epoch."""
+    b = _bench()
+    assert b._epoch_equivalent(0.5, 250, 1000) == pytest.approx(2.0)  # 4 windows an epoch
+    assert b._epoch_equivalent(0.5, 500, 1000) == pytest.approx(1.0)  # half the time a sample
+    assert b._epoch_equivalent(3.0, 1000, 1000) == 3.0  # a fit / epoch window: as it is
+    assert b._epoch_equivalent(3.0, None, 1000) == 3.0  # an older parabench: no scaling
