@@ -13,7 +13,7 @@ import pytest
 from parabench.case.result import Result
 from parabench.sweep.progress import case_summary
 from parabench.sweep.recommend import candidates
-from parabench.sweep.report import format_table, summarize
+from parabench.sweep.report import format_table, summarize, windows_phrase
 from parabench.sweep.stats import (
     ci_half_pct,
     median_ci,
@@ -127,8 +127,13 @@ def test_the_table_shows_speed_with_its_ci_and_no_warm_up_mark_with_windows() ->
     assert "200 ±100%" in ddl  # the larger side: 400 - 200 over 200
     assert "30.000 (0.000)" in ddl and "~" not in srv + ddl  # 6000 samples at 200/s
     assert "samples/s: median of the steady speed windows" in table
-    assert "here 3 windows of 415 steps" in table
+    assert "here 3 windows of 415 global steps, after a warm-up window" in table
     assert "larger side when the interval is asymmetric" in table
+    fit = windowed(case("mlp", "forest", 1), unit="fit", window_s=[9.0, 8.0, 8.0, 8.0, 8.0])
+    steps = dataclasses.replace(ddp, window={**ddp.window, "steps": 112})
+    rows = summarize([serial, steps, fit])
+    assert windows_phrase(rows) == "3-4 windows of 112-415 global steps or one fit"
+    assert windows_phrase(summarize([case("mlp", "serial", 1)])) == ""
     assert "~ one epoch only" not in table and "n > 1" not in table
 
 

@@ -60,7 +60,7 @@ from parabench.sweep.recommend import (
     peak_memory,
     recommend,
 )
-from parabench.sweep.stats import median_ci, rate_text, windows_text
+from parabench.sweep.stats import median_ci, rate_text
 
 #: the reason Method.check gives for a workload the method cannot train at all
 UNSUPPORTED_MARK = " does not support workload "
@@ -86,8 +86,11 @@ class Row:
     samples_per_s: float | None = None
     #: 95 % bootstrap CI of ``samples_per_s`` (see the module doc; None: figure alone)
     samples_per_s_ci: tuple[float, float] | None = None
-    #: what the speed was measured in, e.g. "8 windows of 415 steps" ("": epochs, older results)
-    windows: str = ""
+    #: steady speed windows of a repeat (0: speed from epochs, an older result), their unit
+    #: ("steps", "fit", "round", "epoch") and steps per window (unit "steps")
+    windows: int = 0
+    window_unit: str = ""
+    window_steps: int | None = None
     #: vs the baseline with the same total cores; ``baseline`` names that run
     speedup: float | None = None
     baseline: str | None = None
@@ -188,7 +191,7 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
             epoch_s=statistics.median(times) if times else None,
             epoch_iqr_s=_iqr(times),
             samples_per_s=_median(r.samples_per_s for r in ok), samples_per_s_ci=_speed_ci(ok),
-            windows=next((w for r in ok if (w := windows_text(r))), ""),
+            **_window_fields(ok),
             speedup=figures.speedup.value, baseline=figures.speedup.baseline,
             scaling_efficiency=figures.scaling_efficiency.value,
             scaling_baseline=figures.scaling_efficiency.baseline,
@@ -214,6 +217,16 @@ def _steady(r: Result) -> bool:
     """Whether ``r.median_epoch_s`` is steady state: from windows, or from epochs after the
     first (:attr:`Result.median_epoch_s`)."""
     return bool(r.window_rates and r.samples_per_epoch) or len(r.epoch_s) > 1
+
+
+def _window_fields(ok: list[Result]) -> dict[str, object]:
+    """The row's windows, unit and steps: the first repeat that measured windows'."""
+    r = next((r for r in ok if r.window_rates), None)
+    if r is None:
+        return {}
+    window = r.window or {}
+    return {"windows": len(r.window_rates), "window_unit": window.get("unit", "steps"),
+            "window_steps": window.get("steps")}
 
 
 def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:
@@ -329,16 +342,30 @@ def legend(rows: list[Row]) -> list[str]:
     return lines
 
 
+def _span(values: set[int]) -> str:
+    return f"{min(values)}" if len(values) == 1 else f"{min(values)}-{max(values)}"
+
+
+def windows_phrase(rows: list[Row]) -> str:
+    """'3 windows of 112-282 steps' (or 'of one fit', ...) over rows with windows; ''."""
+    measured = [r for r in rows if r.windows]
+    if not measured:
+        return ""
+    steps = {r.window_steps for r in measured if r.window_unit == "steps" and r.window_steps}
+    what = ([f"{_span(steps)} global steps"] if steps else []) + sorted(
+        {f"one {r.window_unit}" for r in measured if r.window_unit != "steps"})
+    return f"{_span({r.windows for r in measured})} windows of {' or '.join(what)}"
+
+
 def _speed_legend(ok: list[Row]) -> list[str]:
     """What samples/s (and the epoch time derived from it) means for these rows."""
-    measured = sorted({r.windows for r in ok if r.windows})
-    if not measured:
+    if not (phrase := windows_phrase(ok)):
         return []
-    where = "; ".join(measured) if len(measured) <= 3 else "per case: the result's window field"
-    lines = ["samples/s: median of the steady speed windows (after a warm-up window, left out; "
-             f"here {where}) ± the half-width of its 95 % bootstrap CI in % of the median",
-             "  (the larger side when the interval is asymmetric); epoch s: the epoch's samples "
-             "at that median speed"]
+    lines = ["samples/s: median of the steady speed windows (here " + phrase + ", after a "
+             "warm-up window left out)",
+             "  ± half-width of its 95 % bootstrap CI in % of the median (the larger side when "
+             "the interval is asymmetric);",
+             "  epoch s: the epoch's samples at that median speed (not a timed epoch)"]
     if any(r.repeats > 1 and r.samples_per_s_ci for r in ok):
         lines.append("  n > 1: median and CI over the repeats' figures (independent runs), not "
                      "over their pooled windows")
