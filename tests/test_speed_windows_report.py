@@ -170,7 +170,7 @@ def test_the_progress_line_shows_speed_ci_and_windows() -> None:
 
 
 def test_the_html_table_shows_the_same_speed_cell() -> None:
-    from parabench.sweep.site.html import _table
+    from parabench.sweep.site.html import _speed_note, _table
 
     serial = dataclasses.replace(windowed(case("mlp", "serial", 1), ci=[48570.0, 51574.0]),
                                  samples_per_s=50072.0)
@@ -178,6 +178,8 @@ def test_the_html_table_shows_the_same_speed_cell() -> None:
     assert "<td>50,072 ±3.0%</td>" in html
     ddp_rate = f"{case('mlp', 'ddp', 2, epochs=3).samples_per_s:,.0f}"
     assert f"<td>{ddp_rate}</td>" in html  # an older result: the figure alone
+    note = _speed_note(summarize([serial]))
+    assert "95 % bootstrap CI" in note and note.endswith("Here: 3 windows of 415 global steps.")
 
 
 def test_tensorboard_logs_each_steady_window_and_the_ci() -> None:

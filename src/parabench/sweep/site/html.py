@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 
 from parabench.sweep.recommend import memory_cell
-from parabench.sweep.report import Row
+from parabench.sweep.report import Row, windows_phrase
 from parabench.sweep.site.build import SAMPLES_NOTE, SPEED_NOTE, ReportData, Scope
 from parabench.sweep.stats import rate_text
 
@@ -76,6 +76,12 @@ def _table(rows: list[Row]) -> str:
     return "".join(out)
 
 
+def _speed_note(rows: list[Row]) -> str:
+    """SPEED_NOTE, plus the windows these rows measured (when any did)."""
+    phrase = windows_phrase(rows)
+    return f"{SPEED_NOTE} Here: {phrase}." if phrase else SPEED_NOTE
+
+
 def _scope(scope: Scope) -> str:
     out = [f"<h2>{escape(scope.title)}</h2>"]
     for name, path in scope.figures.items():
@@ -126,7 +132,7 @@ def render_html(data: ReportData) -> str:
         "<h2>Summary</h2>", _table(data.rows),
         '<p class="note">* fastest configuration whose parity holds; speedup is against '
         "serial at the same batch and data options.</p>",
-        f'<p class="note">{escape(SPEED_NOTE)}</p>',
+        f'<p class="note">{escape(_speed_note(data.rows))}</p>',
         *(_scope(s) for s in data.scopes),
         _problems(data),
         _environment(data),
