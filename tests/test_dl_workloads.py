@@ -261,3 +261,25 @@ def test_seq2seq_trains_on_a_pairs_file(tmp_path: Path) -> None:
     data = load_text_pairs(str(path), seed=0, max_len=8)
     r = run("seq2seq", epochs=2, data_dir=str(path))
     assert r.quality.value > majority_token_rate(data) + 0.1
+
+
+def test_small_vgg11_is_torchvisions_recipe() -> None:
+    """The hand-built tiny/quick VGG-11-BN: torchvision's layers (names, shapes, init) with the
+    512-wide classifier, built without torchvision's 224 classifier."""
+    import torch
+    from torch import nn
+    from torchvision.models import vgg11_bn
+
+    from parabench.workloads.vgg11 import small_vgg11_bn
+
+    reference = vgg11_bn(weights=None, num_classes=10, dropout=0.0)
+    reference.classifier = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512),
+                                         nn.ReLU(), nn.Linear(512, 10))
+    ours = small_vgg11_bn(cells=1, classes=10)
+    shapes = {k: v.shape for k, v in ours.state_dict().items()}
+    assert shapes == {k: v.shape for k, v in reference.state_dict().items()}
+    conv = ours.features[0]
+    assert isinstance(conv, nn.Conv2d) and float(conv.bias.abs().sum()) == 0.0
+    std = (2.0 / (64 * 9)) ** 0.5  # kaiming_normal_, fan_out, relu: torchvision's VGG init
+    assert abs(float(conv.weight.std()) - std) < 0.2 * std
+    assert ours(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
