@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -37,7 +36,17 @@ from typing import NoReturn
 
 from parabench.case.target import DEFAULT as DEFAULT_TARGET
 from parabench.case.target import DEFAULT_MAX_EPOCHS
-from parabench.config import AUTO, DEVICES, PROFILES, BatchSize, ConfigError
+from parabench.cli_types import (
+    batch,
+    bool_value,
+    choice,
+    count,
+    csv,
+    non_negative_int,
+    positive_int,
+    target,
+)
+from parabench.config import DEVICES, PROFILES, ConfigError
 from parabench.registry import UnknownNameError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -67,53 +76,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _csv(convert: Callable[[str], object], what: str) -> Callable[[str], list]:
-    def parse(text: str) -> list:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}")
-        try:
-            return [convert(t) for t in items]
-        except (ValueError, argparse.ArgumentTypeError) as exc:
-            raise argparse.ArgumentTypeError(f"invalid {what} in {text!r}: {exc}") from None
-
-    return parse
-
-
-def _count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is not >= {minimum}")
-        return value
-
-    return parse
-
-
-_positive_int = _count(1)
-
-
-def _batch(text: str) -> BatchSize:
-    return AUTO if text == AUTO else _positive_int(text)
-
-
-def _target(text: str) -> float | str:
-    if text == DEFAULT_TARGET:
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number or 'default'")
-    return value
-
-
 def _coverage(args: argparse.Namespace) -> bool:
     """The coverage grid: neither --workload nor --method nor --all given."""
     return not (args.workload or args.method or args.all_cases)
@@ -133,15 +95,6 @@ def _epochs(args: argparse.Namespace) -> int:
     return args.max_epochs or DEFAULT_MAX_EPOCHS
 
 
-def _choice(valid: Sequence[str]) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in valid:
-            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(valid)}")
-        return text
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     from parabench import __version__
     from parabench.registry import methods, workloads
@@ -157,9 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("run", help="run a grid of cases (default: the coverage grid, minutes)")
-    p.add_argument("--workload", type=_csv(str, "workload names"),
+    p.add_argument("--workload", type=csv(str, "workload names"),
                    help=f"one or more of: {', '.join(workloads.names())} (default: all)")
-    p.add_argument("--method", type=_csv(str, "method names"),
+    p.add_argument("--method", type=csv(str, "method names"),
                    help=f"one or more of: {', '.join(methods.names())} (default: all; "
                         "those that cannot run here are recorded as skipped)")
     p.add_argument("--all", action="store_true", dest="all_cases",
@@ -169,40 +122,40 @@ def build_parser() -> argparse.ArgumentParser:
                         "grid, every method once on its cheapest workload and every workload "
                         f"under serial and a data-parallel method ({COVERAGE_PROFILE}, "
                         f"{COVERAGE_EPOCHS} epoch: minutes)")
-    p.add_argument("--device", type=_csv(_choice(DEVICES), "devices"),
+    p.add_argument("--device", type=csv(choice(DEVICES), "devices"),
                    help="cpu, cuda (default: cpu, plus cuda when a GPU is present)")
-    p.add_argument("--workers", type=_csv(_positive_int, "worker counts"),
+    p.add_argument("--workers", type=csv(positive_int, "worker counts"),
                    help="default: each method's own (1, 2, 4, .. up to the cores here); "
                         "2 in the coverage grid (see --all)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="threads per worker (default: cores // workers)")
     p.add_argument("--oversubscribe", action="store_true",
                    help="allow workers x threads > cores (otherwise such cases are skipped)")
-    p.add_argument("--batch-size", type=_csv(_batch, "batch sizes"), default=[None],
+    p.add_argument("--batch-size", type=csv(batch, "batch sizes"), default=[None],
                    help="N[,N..] or 'auto' (default: the workload's)")
-    p.add_argument("--epochs", type=_positive_int, default=None,
+    p.add_argument("--epochs", type=positive_int, default=None,
                    help=f"epochs per case; the first is warm-up (default: {DEFAULT_EPOCHS}; "
                         f"{COVERAGE_EPOCHS} for the coverage grid); not with --target-quality, "
                         "which takes --max-epochs")
-    p.add_argument("--steps", type=_count(0), default=None, metavar="N",
+    p.add_argument("--steps", type=count(0), default=None, metavar="N",
                    help="speed: training steps per timed window (default: picked so a window "
                         "takes about 0.5 s; an estimator's window is one fit); 0: no windows, "
                         "epoch times only")
-    p.add_argument("--windows", type=_count(2), default=None, metavar="W",
+    p.add_argument("--windows", type=count(2), default=None, metavar="W",
                    help="speed: steady windows per case after a warm-up window (default: 8; "
                         "throughput is their median with a 95%% bootstrap CI)")
-    p.add_argument("--target-quality", type=_target, nargs="?", const=DEFAULT_TARGET,
+    p.add_argument("--target-quality", type=target, nargs="?", const=DEFAULT_TARGET,
                    metavar="Q|default",
                    help="time-to-accuracy mode: evaluate after every epoch, stop when held-out "
                         "quality reaches Q (<= Q for lower-is-better metrics); 'default' or "
                         "the bare flag: 0.97 x serial's quick-profile quality per workload")
-    p.add_argument("--max-epochs", type=_positive_int, default=None,
+    p.add_argument("--max-epochs", type=positive_int, default=None,
                    help=f"with --target-quality: most epochs a case trains "
                         f"(default: {DEFAULT_MAX_EPOCHS})")
-    p.add_argument("--profile", type=_choice(PROFILES), default=None,
+    p.add_argument("--profile", type=choice(PROFILES), default=None,
                    help=f"data/model size: tiny, quick, full (default: {FULL_PROFILE}; "
                         f"{COVERAGE_PROFILE} for the coverage grid)")
-    p.add_argument("--repeats", type=_positive_int, default=1,
+    p.add_argument("--repeats", type=positive_int, default=1,
                    help="repeats per case (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="data and model seed (default: 0)")
     p.add_argument("--timeout", type=float, default=600.0,
@@ -223,18 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_BOOLS = {"on": True, "true": True, "yes": True, "1": True,
-          "off": False, "false": False, "no": False, "0": False}
-
-
-def _bool(text: str) -> bool:
-    if text.lower() not in _BOOLS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not on/off")
-    return _BOOLS[text.lower()]
-
-
-def _non_negative_int(text: str) -> int:
-    return 0 if text.strip() == "0" else _positive_int(text)
 
 
 def _add_option_flags(p: argparse.ArgumentParser) -> None:
@@ -249,15 +190,15 @@ def _add_option_flags(p: argparse.ArgumentParser) -> None:
                                metavar="DIR" if name.endswith("dir") else "URL")
             continue
         if spec.kind is bool:
-            convert, what = _bool, "on/off values"
+            convert, what = bool_value, "on/off values"
             metavar = "on|off[,..]"
         elif spec.kind is int:
-            convert = _non_negative_int if spec.minimum == 0 else _positive_int
+            convert = non_negative_int if spec.minimum == 0 else positive_int
             what, metavar = "integers", "N[,N..]"
         else:
-            convert, what = _choice(spec.choices), ", ".join(spec.choices)
+            convert, what = choice(spec.choices), ", ".join(spec.choices)
             metavar = "|".join(spec.choices) + "[,..]"
-        group.add_argument(flag, dest=f"opt_{name}", type=_csv(convert, what),
+        group.add_argument(flag, dest=f"opt_{name}", type=csv(convert, what),
                            metavar=metavar, help=spec.help)
 
 

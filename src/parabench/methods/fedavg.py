@@ -36,7 +36,7 @@ from typing import ClassVar
 
 from parabench import hardware
 from parabench.config import RunConfig
-from parabench.method import TORCH_OPTIONS, WINDOW_EPOCH_BASE, EpochStats, Method, Session
+from parabench.method import TORCH_OPTIONS, Method, Session
 from parabench.registry import methods
 from parabench.torch.fedavg import FedAvgProgram
 from parabench.torch.session import DistributedTorchSession
@@ -47,9 +47,6 @@ class FedAvgSession(DistributedTorchSession):
     program: ClassVar[str | type] = FedAvgProgram
     #: a speed window is one round (every client's local epochs, then the average)
     window_unit: ClassVar[str] = "round"
-
-    def train_window(self, window: int, steps: int) -> EpochStats:
-        return self.fold(self.pool.call("train_round", round_=WINDOW_EPOCH_BASE + window))
 
 
 def clients_for(config: RunConfig) -> int:

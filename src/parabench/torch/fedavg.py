@@ -260,6 +260,12 @@ class FedAvgProgram:
         r = self.rounds_per_epoch
         return self._timed_rounds(range(epoch * r, (epoch + 1) * r))
 
+    def train_window(self, window: int, steps: int) -> EpochStats:
+        """A speed window: one round, numbered past every round trained for quality."""
+        from parabench.method import WINDOW_EPOCH_BASE
+
+        return self.train_round(WINDOW_EPOCH_BASE + window)
+
     def train_round(self, round_: int) -> EpochStats:
         """One round (``round_`` is the round index): this rank's clients, then the average."""
         return self._timed_rounds(range(round_, round_ + 1))

@@ -19,8 +19,9 @@ implements it for data-parallel methods:
   ``notes`` (all from rank 0; the session copies them into the result);
 * ``train_epoch(epoch) -> EpochStats``: this rank's epoch, timed with ``ctx.timed``;
 * ``train_window(window, steps) -> EpochStats``: this rank's share of ``steps`` global batches
-  of :func:`~parabench.torch.loop.window_order`, timed the same way (a session whose
-  ``window_unit`` is ``"epoch"`` - fedavg, TensorFlow - never asks: its window is an epoch);
+  of :func:`~parabench.torch.loop.window_order`, timed the same way (fedavg: one round; a
+  session whose ``window_unit`` is ``"epoch"`` - TensorFlow - never asks: its window is an
+  epoch);
 * ``evaluate() -> float | None``: the quality on rank 0 (other ranks may return None);
 * ``peak_gpu_mb() -> float | None``;
 * optional ``trace() -> dict | None``: this rank's trace piece (:mod:`parabench.torch.loop`),
@@ -128,7 +129,7 @@ class DistributedTorchSession(Session):
         return stats
 
     def train_window(self, window: int, steps: int) -> EpochStats:
-        if self.window_unit != "steps":
+        if self.window_unit == "epoch":  # TensorFlow's programs: one more epoch
             return super().train_window(window, steps)
         return self.fold(self.pool.call("train_window", window=window, steps=steps))
 
