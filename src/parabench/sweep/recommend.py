@@ -353,7 +353,7 @@ def describe(rec: Recommendation) -> list[str]:
             verdict = "significant" if rec.significant else "not significant"
             why = "" if rec.testable or rec.significant else (
                 f"; {len(b.samples.values)} vs {len(r.samples.values)} samples can never reach"
-                " p < 0.05: run more --repeats or --epochs")
+                " p < 0.05: run more --repeats or --windows")
             lines.append(f"  runner-up: {r.label()}, {r.throughput:,.0f} samples/s "
                          f"({r.throughput / b.throughput:.2f}x the best); difference {verdict}"
                          f" (Mann-Whitney p={rec.runner_up_p:.2f}{why})")
