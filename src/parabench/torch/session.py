@@ -119,8 +119,8 @@ class DistributedTorchSession(Session):
         self.notes["rank_devices"] = [i["device"] for i in self.pool.rank_info]
         self.notes["startup_rendezvous_s"] = self.pool.startup_s
 
-    def fold(self, per_rank: list[EpochStats]) -> EpochStats:
-        """The ranks' epochs (or windows) as one: :func:`fold_epochs`."""
+    def fold(self, per_rank: list[EpochStats], window: bool = False) -> EpochStats:
+        """The ranks' epochs (or speed windows) as one: :func:`fold_epochs`."""
         return fold_epochs(per_rank)
 
     def train_epoch(self, epoch: int) -> EpochStats:
@@ -131,7 +131,8 @@ class DistributedTorchSession(Session):
     def train_window(self, window: int, steps: int) -> EpochStats:
         if self.window_unit == "epoch":  # TensorFlow's programs: one more epoch
             return super().train_window(window, steps)
-        return self.fold(self.pool.call("train_window", window=window, steps=steps))
+        return self.fold(self.pool.call("train_window", window=window, steps=steps),
+                         window=True)
 
     def collect_trace(self) -> None:
         """After the first epoch, the ranks' trace pieces merged (once; outside the clock)."""

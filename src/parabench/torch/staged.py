@@ -40,8 +40,15 @@ class PipelineSession(DistributedTorchSession):
     def program_args(self) -> dict[str, Any]:
         return {**super().program_args(), "stages": self.stages}
 
-    def fold(self, per_rank: list[EpochStats]) -> EpochStats:
-        return fold_stage_epochs(per_rank, self.notes)
+    def fold(self, per_rank: list[EpochStats], window: bool = False) -> EpochStats:
+        """:func:`fold_stage_epochs`; a speed window's bubble goes to its own note, so the
+        epochs' ``bubble_fraction`` stays one figure per epoch."""
+        if not window:
+            return fold_stage_epochs(per_rank, self.notes)
+        notes: dict[str, Any] = {}
+        stats = fold_stage_epochs(per_rank, notes)
+        self.notes.setdefault("window_bubble_fraction", []).extend(notes["bubble_fraction"])
+        return stats
 
     def evaluate(self) -> float:
         value = super().evaluate()
