@@ -104,8 +104,9 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedMethod:
 
 
 def run(workload: str, target: float | None, max_epochs: int = 5) -> Result:
+    # steps=0: no speed windows; these tests count the epochs the target mode trains
     config = RunConfig(workload=workload, method="scripted_method", epochs=max_epochs,
-                       target_quality=target)
+                       target_quality=target, steps=0)
     return execute_mod.execute(config)
 
 
