@@ -127,3 +127,21 @@ def test_case_memory_counts_file_pages_once_whatever_runs_beside() -> None:
                          pss_file=200 << 20, file_rss_max=400 << 20)
     assert alone.case_bytes == crowded.case_bytes == (200 + 200 + 400) << 20
     assert TreeMemory(pss=5, pss_read=1).case_bytes == 5  # no split reported: plain PSS
+
+
+def test_rss_is_never_below_what_the_later_pss_read_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RSS is read first, PSS after: a process that grew in between must not show PSS > RSS
+    (a training case's peak PSS once read 785.4 MB against an RSS peak of 783.1 MB)."""
+    import os
+
+    import psutil
+
+    from parabench.case import measure
+
+    me = psutil.Process(os.getpid())
+    rss = me.memory_info().rss
+    grown = (rss + 50 * 2**20, 10 * 2**20, 30 * 2**20)  # PSS, its file part, file RSS
+    monkeypatch.setattr(measure, "_pss", lambda p: grown)
+    m = tree_memory([me])
+    assert m.case_bytes == rss + 70 * 2**20
+    assert m.rss >= m.case_bytes

@@ -125,14 +125,17 @@ def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
             p_rss = p.memory_info().rss
         except psutil.Error:
             continue
-        rss += p_rss
         try:
             p_pss, p_file, p_file_rss = _pss(p)
             pss, pss_file, read = pss + p_pss, pss_file + p_file, read + 1
             file_rss = max(file_rss, p_file_rss)
+            # the PSS files are read after the RSS: a process growing in between (a training
+            # case does) would otherwise show more PSS than RSS; RSS is at least what it holds
+            p_rss = max(p_rss, p_pss - p_file + p_file_rss)
         except (psutil.Error, AttributeError):  # no permission, gone, or no PSS on this OS
             pss += p_rss
             fallback += 1
+        rss += p_rss
     return TreeMemory(rss, pss, read, fallback, pss_file, file_rss)
 
 
