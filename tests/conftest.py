@@ -1,15 +1,26 @@
 """Shared fixtures: the fault plugin made visible to this process and to runner workers;
-short speed windows for every test outside tests/benchmarks."""
+short speed windows for every test outside tests/benchmarks; one cache for the session."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 PLUGIN_DIR = Path(__file__).parent / "plugins"
 BENCHMARKS = Path(__file__).parent / "benchmarks"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tests' own :mod:`parabench.cache` (never the user's ~/.cache), shared by the session
+    and the worker processes it starts: the first case of a workload fills it."""
+    path = tmp_path_factory.mktemp("parabench-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PARABENCH_CACHE_DIR", str(path))
+        yield path
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,7 @@
 """Setting up a torch case: device, tensors, seeded model, batch size (incl. ``auto``), FLOPs.
 
+The FLOPs per sample are counted once per architecture and kept in :mod:`parabench.cache`.
+
 Usage (what every torch Session's ``start`` and every rank program does)::
 
     device = torch_device(config)                       # cuda:0 / cpu (cuda:rank for ranks)
@@ -22,6 +24,8 @@ computed from the bytes autograd saves per sample. Not even a batch of one fitti
 from __future__ import annotations
 
 import copy
+import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +33,7 @@ from typing import Any
 import psutil
 import torch
 
+from parabench.cache import cached_json
 from parabench.case.clock import Clock
 from parabench.config import RunConfig
 from parabench.torch.loop import TorchLoop
@@ -120,6 +125,42 @@ def flops_per_sample(
     model.train(was_training)
     total = counter.get_total_flops()
     return total / n if total else None
+
+
+def _describe(fn: Any) -> str:
+    """A stable name for a loss function (``repr`` of a function carries its address)."""
+    if isinstance(fn, functools.partial):
+        return f"partial({_describe(fn.func)}, {fn.args!r}, {sorted(fn.keywords.items())!r})"
+    if isinstance(fn, torch.nn.Module):
+        return repr(fn)
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+def _code_files(*objs: Any) -> set[str]:
+    """The source files (outside torch, whose version is in the key) of the objects' classes
+    and functions: editing a model's or loss's code changes its cache entry."""
+    files = set()
+    for obj in objs:
+        target = obj.func if isinstance(obj, functools.partial) else obj
+        module = sys.modules.get(getattr(target, "__module__", None) or type(target).__module__)
+        path = getattr(module, "__file__", None)
+        if path and not module.__name__.split(".")[0] == "torch":
+            files.add(path)
+    return files
+
+
+def cached_flops_per_sample(
+    model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor, probe: int = 4
+) -> float | None:
+    """:func:`flops_per_sample` through :mod:`parabench.cache`: the count depends on the
+    architecture, the per-sample shapes and the code, never on weights or data, and its first
+    use imports TorchDynamo (1.8 s of every torch case's start-up here)."""
+    key = {"model": repr(model), "loss": _describe(loss_fn), "probe": min(probe, len(x)),
+           "x": [list(x.shape[1:]), str(x.dtype)], "y": [list(y.shape[1:]), str(y.dtype)],
+           "device": next(model.parameters()).device.type, "torch": torch.__version__}
+    sources = _code_files(*model.modules(), loss_fn)
+    return cached_json("flops", key, lambda: flops_per_sample(model, loss_fn, x, y, probe),
+                       sources=sources)
 
 
 def activation_bytes_per_sample(
@@ -324,7 +365,7 @@ def build_case(
     if not on_host:
         model = model.to(device)
     loss_fn = workload.loss_fn()
-    flops = flops_per_sample(model, loss_fn, t.x, t.y) if count_flops else None
+    flops = cached_flops_per_sample(model, loss_fn, t.x, t.y) if count_flops else None
     placed = place(model, t) if place is not None else model
     batch = resolve_batch_size(workload, config, placed, t, device, notes)
     if world is not None and config.batch_size == "auto":

@@ -7,14 +7,17 @@ Usage::
 Built on ``sklearn.datasets.make_classification``: informative features drawn from class
 clusters on hypercube vertices, so a model can really learn it and chance is ``1/n_classes``.
 The held-out 20 % is split off with the same seed (stratified), so it is never trained on.
+The arrays are kept in :mod:`parabench.cache`: a case then starts without importing scikit-learn.
 """
 
 from __future__ import annotations
 
 import math
+from importlib.metadata import version
 
 import numpy as np
 
+from parabench.cache import cached_arrays
 from parabench.workload import Dataset
 
 
@@ -33,6 +36,19 @@ def tabular_classification(
     test_fraction: float = 0.2,
     dtype: type = np.float32,
 ) -> Dataset:
+    key = {"n_samples": n_samples, "n_features": n_features, "n_classes": n_classes, "seed": seed,
+           "n_informative": n_informative, "test_fraction": test_fraction,
+           "dtype": np.dtype(dtype).str, "sklearn": version("scikit-learn"),
+           "numpy": np.__version__}
+    arrays = cached_arrays("tabular", key, lambda: _draw(
+        n_samples=n_samples, n_features=n_features, n_classes=n_classes, seed=seed,
+        n_informative=n_informative, test_fraction=test_fraction, dtype=dtype,
+    ), sources=[__file__])
+    return Dataset(**arrays, n_classes=n_classes)
+
+
+def _draw(*, n_samples: int, n_features: int, n_classes: int, seed: int,
+          n_informative: int | None, test_fraction: float, dtype: type) -> dict[str, np.ndarray]:
     from sklearn.datasets import make_classification
     from sklearn.model_selection import train_test_split
 
@@ -51,10 +67,5 @@ def tabular_classification(
     x_tr, x_te, y_tr, y_te = train_test_split(
         x.astype(dtype), y.astype(np.int64), test_size=test_fraction, random_state=seed, stratify=y
     )
-    return Dataset(
-        x_train=np.ascontiguousarray(x_tr),
-        y_train=y_tr,
-        x_test=np.ascontiguousarray(x_te),
-        y_test=y_te,
-        n_classes=n_classes,
-    )
+    return {"x_train": np.ascontiguousarray(x_tr), "y_train": y_tr,
+            "x_test": np.ascontiguousarray(x_te), "y_test": y_te}
