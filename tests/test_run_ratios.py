@@ -63,3 +63,15 @@ def test_run_grid_writes_each_result_with_its_ratios(tmp_path, monkeypatch) -> N
     assert written[("ddp", 1)]["speedup"] == 2.0, written
     assert written[("ddp", 1)]["scaling_efficiency"] == 1.6, written
     assert written[("serial", 1)]["speedup"] == 1.0, written
+
+
+def test_ratios_compare_equal_work_per_sample() -> None:
+    """A fedavg epoch is each of 2 clients processing serial's samples: the same epoch time
+    is twice serial's throughput, so its speedup is 2 (the scaling plot's samples/s ratio);
+    a result that does not know its samples gets no ratio rather than a per-epoch one."""
+    serial = _at(case("mlp", "serial", 1), 2, 1.0)
+    fedavg = _at(case("mlp", "fedavg", 2), 1, 1.0)
+    fedavg = dataclasses.replace(fedavg, samples_per_epoch=2 * serial.samples_per_epoch)
+    assert with_ratios(fedavg, [serial, fedavg]).extra["ratios"]["speedup"] == 2.0
+    unknown = dataclasses.replace(fedavg, samples_per_epoch=None)
+    assert "ratios" not in with_ratios(unknown, [serial]).extra

@@ -48,7 +48,7 @@ from parabench.sweep.stats import (
 
 __all__ = ["BASELINE_OPTIONS", "Candidate", "Recommendation", "baseline_for", "candidates",
            "data_options", "describe", "group_key", "median_times", "options_label", "parity_cell",
-           "parity_text", "recommend"]
+           "parity_text", "recommend", "seconds_per_sample"]
 
 
 def options_label(r: Result) -> str:
@@ -64,13 +64,24 @@ def group_key(r: Result) -> CaseKey:
 
 
 def median_times(results: Iterable[Result]) -> dict[CaseKey, float]:
-    """Median steady epoch time per configuration (:func:`group_key`), ok results only: the
-    times :func:`parabench.sweep.compare.ratios` divides."""
+    """Median steady seconds per training sample per configuration (:func:`group_key`), ok
+    results only: the times :func:`parabench.sweep.compare.ratios` divides. Per sample, not
+    per epoch, so ratios compare equal work: a fedavg epoch is every client processing
+    serial's samples (2x the samples at 2 clients), and its speedup is the throughput ratio
+    the report's scaling plot draws. A result that does not know its epoch's samples has no
+    time here (no ratio), never an epoch time among per-sample ones."""
     times: dict[CaseKey, list[float]] = defaultdict(list)
     for r in results:
-        if r.status == "ok" and (t := r.median_epoch_s) is not None:
+        if (t := seconds_per_sample(r)) is not None:
             times[group_key(r)].append(t)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def seconds_per_sample(r: Result) -> float | None:
+    """An ok result's steady seconds per training sample (None: not ok, or unknown)."""
+    if r.status != "ok" or (t := r.median_epoch_s) is None or not r.samples_per_epoch:
+        return None
+    return t / r.samples_per_epoch
 
 
 #: how a recommendation from busy-only measurements is qualified

@@ -23,7 +23,9 @@ One row per (workload, method, device, workers x threads, batch, profile, option
   IQR is over the per-repeat figures (0 with a single repeat). An epoch time marked ``~``
   comes from one epoch only and includes the warm-up, so it is not steady state: only older
   results without windows can have it.
-* ``speedup`` and ``scaling``: two ratios of those steady epoch times, each naming its
+* ``speedup`` and ``scaling``: two ratios of steady seconds per training sample (the epoch
+  time over its samples: equal work even where a method's epoch holds more samples, as
+  fedavg's clients each process serial's), each naming its
   baseline run (:func:`parabench.sweep.compare.ratios`): ``speedup`` against serial with the
   same total cores (workers x threads threads) and ``scaling`` efficiency against serial at
   the row's threads per worker, divided by the workers; both at equal work (same workload,

@@ -31,7 +31,7 @@ from parabench.sweep.compare import is_baseline, ratios
 from parabench.sweep.parity import assess
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
-from parabench.sweep.recommend import group_key, median_times
+from parabench.sweep.recommend import group_key, median_times, seconds_per_sample
 
 # the planner's names, where callers knew them, and with_ratios
 __all__ = ["Case", "Grid", "plan", "run_grid", "with_ratios"]
@@ -41,12 +41,12 @@ def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Resul
                 ) -> Result:
     """``result`` with ``extra["ratios"]`` (:meth:`~parabench.sweep.compare.Ratios.as_dict`).
 
-    Its own median steady epoch time against the baseline runs' medians: those of ``swept``
-    (this sweep's results so far), else of ``earlier`` (results already in the output file),
-    as the table picks them. A result that did not finish ok, or has no epoch time, is
-    returned as it is.
+    Its own median steady seconds per sample against the baseline runs' medians: those of
+    ``swept`` (this sweep's results so far), else of ``earlier`` (results already in the output
+    file), as the table picks them. A result that did not finish ok, or has no steady time or
+    samples per epoch, is returned as it is.
     """
-    if result.status != "ok" or (mine := result.median_epoch_s) is None:
+    if (mine := seconds_per_sample(result)) is None:
         return result
     key = group_key(result)
     times = {**median_times(earlier), **median_times(swept), key: mine}
