@@ -148,7 +148,8 @@ def test_a_real_case_reports_the_median_of_its_windows_with_a_ci() -> None:
                                threads_per_worker=1, windows=3, steps=5))
     assert result.status == "ok", result.reason
     assert result.window == {"unit": "steps", "steps": 5, "steps_source": "--steps",
-                             "target_s": result.window["target_s"], "warmup": 1}
+                             "target_s": result.window["target_s"], "warmup": 1,
+                             "asked": 3, "ci_target": None}
     assert result.window_samples == [5 * 64] * 4 and len(result.window_s) == 4
     rates = [n / s for n, s in zip(result.window_samples[1:], result.window_s[1:],
                                    strict=True)]
@@ -158,3 +159,41 @@ def test_a_real_case_reports_the_median_of_its_windows_with_a_ci() -> None:
     assert min(rates) <= lo <= result.samples_per_s <= hi <= max(rates)
     # ratios read a steady epoch: the epoch's samples at the windows' median rate
     assert result.median_epoch_s == pytest.approx(result.samples_per_epoch / result.samples_per_s)
+
+
+class NoisySession(StepSession):
+    """Every other window 30 % slower: the median's CI stays wide however many windows."""
+
+    def train_window(self, window: int, steps: int) -> EpochStats:
+        self.asked.append((window, steps))
+        return self._steps(steps, slow=1.3 if window % 2 else 1.0)
+
+
+class NoisyMethod(StepMethod):
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        return NoisySession(workload, config, self.timer, self.share)
+
+
+def test_without_a_count_windows_go_on_while_the_ci_is_wide(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from parabench.registry import workloads
+
+    monkeypatch.delenv("PARABENCH_WINDOWS", raising=False)
+    steady = _run(steps=10)  # identical windows: the CI is a point after WINDOWS of them
+    assert len(steady.windows) == 1 + lc.WINDOWS
+
+    def noisy(**config: object) -> CaseLifecycle:
+        timer = Timer()
+        lifecycle = CaseLifecycle(
+            config=RunConfig(workload="mlp", method="steps_fake", epochs=1,
+                             **config),  # type: ignore[arg-type]
+            workload=workloads.get("mlp"), method=NoisyMethod(timer), clock=Clock(timer=timer))
+        with lifecycle:
+            lifecycle.train(1)
+            lifecycle.measure_windows()
+        return lifecycle
+
+    assert len(noisy(steps=10).windows) == 1 + lc.MAX_WINDOWS
+    assert len(noisy(steps=10, windows=4).windows) == 1 + 4  # a count asked for is kept
+    monkeypatch.setattr(lc, "WINDOW_BUDGET_S", 0.5)  # 0.1-0.13 s windows: spent after 5
+    assert len(noisy(steps=10).windows) == 1 + 5

@@ -32,7 +32,7 @@ from typing import Any
 
 from parabench.case.energy import EnergyMeter, open_meter
 from parabench.case.launcher import POOL, Launcher
-from parabench.case.lifecycle import CaseLifecycle, window_target_s
+from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
 from parabench.case.measure import self_max_rss_mb
 from parabench.case.result import QualityValue, Result
 from parabench.case.target import TargetTracker, tracker_for
@@ -135,7 +135,10 @@ def _windows(lifecycle: CaseLifecycle) -> dict[str, Any]:
             "window_samples": [s.samples for s in lifecycle.windows],
             "window": {"unit": session.window_unit if session else "epoch", "steps": steps,
                        "steps_source": "--steps" if lifecycle.config.steps else "auto",
-                       "target_s": window_target_s(), "warmup": lifecycle.warmup_windows}}
+                       "target_s": window_target_s(), "warmup": lifecycle.warmup_windows,
+                       # None: windows were added while the CI was wider than this
+                       "asked": lifecycle.windows_asked(),
+                       "ci_target": None if lifecycle.windows_asked() else CI_TARGET}}
 
 
 def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],

@@ -69,6 +69,12 @@ WINDOWS = 8
 #: ... but once the windows have taken WINDOW_BUDGET_S, stop after MIN_WINDOWS of them
 MIN_WINDOWS = 3
 WINDOW_BUDGET_S = 10.0
+#: with no count asked for, windows go on past WINDOWS while their CI's half-width (the larger
+#: side, as the table prints it) is above CI_TARGET, up to MAX_WINDOWS and the budget: two
+#: single-thread ranks in lockstep on 2 cores (gloo all-reduce ~1.4 ms) varied 10-15 % from
+#: window to window, and 8 windows then left a CI of 3-23 % for the same mlp ddp case
+CI_TARGET = 0.05
+MAX_WINDOWS = 16
 #: the most steps one window may have (a pathological calibration cannot run for hours)
 MAX_WINDOW_STEPS = 100_000
 
@@ -213,19 +219,37 @@ class CaseLifecycle:
         self.warmup_windows = len(self.windows)
         return stats
 
-    def windows_wanted(self) -> int:
-        """Steady windows: ``config.windows``, else ``$PARABENCH_WINDOWS``, else WINDOWS."""
+    def windows_asked(self) -> int | None:
+        """The steady windows asked for: ``config.windows``, else ``$PARABENCH_WINDOWS``."""
         if self.config.windows is not None:
             return self.config.windows
         env = os.environ.get("PARABENCH_WINDOWS", "")
-        return max(2, int(env)) if env.isdigit() else WINDOWS
+        return max(2, int(env)) if env.isdigit() else None
+
+    def windows_wanted(self) -> int:
+        """Steady windows: :meth:`windows_asked`, else WINDOWS (then more while the CI is
+        wide, see CI_TARGET)."""
+        asked = self.windows_asked()
+        return WINDOWS if asked is None else asked
+
+    def ci_wide(self) -> bool:
+        """Whether the steady windows' median CI is wider than CI_TARGET (either side)."""
+        from parabench.sweep.stats import ci_half_pct, median_ci
+
+        rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
+        if len(rates) < 2:
+            return True
+        pct = ci_half_pct(statistics.median(rates), median_ci(rates))
+        return pct is None or pct > 100 * CI_TARGET
 
     def measure_windows(self, say: Say | None = None) -> None:
-        """The warm-up window, then up to ``windows_wanted`` steady ones (none with
+        """The warm-up window, then ``windows_wanted`` steady ones, more while their CI is wide
+        when no count was asked for (CI_TARGET), fewer once the budget is spent (none with
         ``--steps 0``)."""
         if self.config.steps == 0:
             return
         wanted = self.windows_wanted()
+        most = MAX_WINDOWS if self.windows_asked() is None else wanted
         say = say or (lambda _msg: None)
         session = self._started()
         self.warm_up_window()
@@ -233,10 +257,14 @@ class CaseLifecycle:
         say(f"speed: {wanted} windows of {unit} after a warm-up window "
             f"of {self.windows[0].seconds:.3f}s")
         spent = 0.0
-        for k in range(wanted):
+        for k in range(max(wanted, most)):
             if k >= MIN_WINDOWS and spent >= WINDOW_BUDGET_S:
                 say(f"speed: stopped after {k} windows ({spent:.1f}s budget spent)")
                 break
+            if k >= wanted and not self.ci_wide():
+                break
+            if k == wanted:
+                say(f"speed: CI wider than {CI_TARGET:.0%}, up to {most - k} more windows")
             spent += self.window().seconds
         rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
         if rates:
