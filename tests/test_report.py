@@ -251,3 +251,25 @@ def test_report_without_matplotlib_is_a_usage_error_naming_the_extra(tmp_path: P
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("parabench: error: the report needs matplotlib: "
                                    "pip install 'parabench[report]'")
+
+
+def test_scaling_plot_puts_each_point_against_its_own_baseline() -> None:
+    """serial at 1 and 2 threads (both 1 worker) are each their own baseline: one point at
+    1.0, not a vertical line from 1.0 to the 2-thread rate; ddp 2x1 against serial t=2."""
+    pytest.importorskip("matplotlib")
+    import dataclasses
+
+    from parabench.sweep.site.plots import scaling_figure
+
+    results = sweep(methods=("serial", "ddp"), workers=(1, 2))
+    serial2 = next(r for r in results if r.method == "serial")  # 1 worker, 2 threads
+    serial1 = dataclasses.replace(serial2, threads_per_worker=1,
+                                  samples_per_s=serial2.samples_per_s / 1.7,
+                                  epoch_s=[e * 1.7 for e in serial2.epoch_s])
+    ddp2 = next(r for r in results if r.method == "ddp" and r.workers == 2)  # 2 x 1 thread
+    cands = candidates([serial1, serial2, ddp2])
+    lines = _lines(scaling_figure(cands).axes[0])
+    assert list(lines["serial"].get_data()[1]) == [1.0, 1.0]
+    [ddp] = [c for c in cands if c.method == "ddp"]
+    [s2] = [c for c in cands if c.method == "serial" and c.threads == 2]
+    assert lines["ddp"].get_data()[1][0] == pytest.approx(ddp.throughput / s2.throughput)

@@ -91,12 +91,19 @@ def scaling_figure(cands: list[Candidate]) -> Any:
     has_serial = any(is_baseline(c.method) for c in cands)
     max_w = max(c.workers for c in cands)
     for name, series in _series(cands).items():
-        base = baseline_for(series[0], cands) if has_serial else None
-        ref = base.throughput if base else series[0].throughput / series[0].workers
+        # each point against its own baseline, as the table's speedup (serial with the same
+        # total cores): serial at 1 and 2 threads are both 1.0, not a vertical line at 1 worker
+        first = baseline_for(series[0], cands) if has_serial else None
+        fallback = first.throughput if first else series[0].throughput / series[0].workers
+        refs = [b.throughput if has_serial and (b := baseline_for(c, cands)) else fallback
+                for c in series]
         xs = [c.workers for c in series]
-        ys = [throughput_speedup(c.throughput, ref) for c in series]
+        ys = [throughput_speedup(c.throughput, r) for c, r in zip(series, refs, strict=True)]
+        bars = [throughput_errors([c], r) for c, r in zip(series, refs, strict=True)]
         (line,) = ax.plot(xs, ys, marker="o", label=name)
-        _error_bars(ax, xs, ys, throughput_errors(series, ref), line.get_color())
+        _error_bars(ax, xs, ys, [[b[0][0] for b in bars], [b[1][0] for b in bars]],
+                    line.get_color())
+        ref = refs[-1]
         fit = amdahl_fit({c.workers: 1.0 / c.throughput for c in series})
         if fit is not None:
             n = fit.predict_workers
