@@ -11,15 +11,11 @@
 # Site: .asv/html (`asv preview` serves it). Needs git, asv and pip in the active environment.
 #
 # The default selection: serial (1 worker) and ddp (2 workers) on mlp, serial and the threads
-# forest (2 workers) on random_forest, every benchmark of each (time_epoch and every track;
+# forest (2 workers) on random_forest, every benchmark of each (time_window and every track;
 # the tracks also measure the serial runs their ratios need: serial at 1 thread per workload).
-# Estimated cost per commit on a quiet 2-core machine at tiny (from what the code runs):
-#   time_epoch: 4 cases x 7 samples, each a fresh start + warm-up epoch + the timed epoch:
-#     serial mlp ~2 s, ddp mlp ~7 s, serial forest ~2 s, threads forest ~3 s => ~100 s;
-#   tracks: 6 isolated runs (4 cases + serial at 1 thread for mlp and random_forest), each a
-#     process start (~3 s with torch) + start-up + 1 + 3 epochs + evaluation: ~6-12 s => ~60 s;
-#   asv discovery and its per-benchmark processes ~30 s, non-editable install ~30 s.
-# => about 4 minutes a commit, ~9 minutes for `asv_history.sh 2` (the target is <= 20).
+# Measured on a quiet 2-core machine at tiny (load 0.00 before, 2026-11-23, commits 58c5fd6 and
+# c860083): 266 s and 260 s a commit (install, benchmarks), 9 min 9 s for `asv_history.sh 2`
+# with every benchmark present for all 4 cases (the target is <= 20 min).
 set -euo pipefail
 
 count=${1:-2}
