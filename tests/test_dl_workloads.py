@@ -6,6 +6,7 @@ a 2-core machine make a second spinning OpenMP thread far slower than none.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,8 @@ def majority_token_rate(data: Dataset) -> float:
     return np.bincount(real).max() / len(real)
 
 
-#: epochs a tiny run needs: densenet121 (random init, BatchNorm) is at 0.23 after one epoch of
-#: the shared-template images (fe5837e) and 0.75 after two (seed 0, measured 2026-11-23)
+#: epochs a tiny run needs: densenet121 (random init, 121 BatchNorms, 16 steps of 32 an epoch)
+#: is near chance after one epoch and at 0.74-0.91 after two (seeds 0-3, 2026-11-24)
 TINY_EPOCHS = {"densenet121": 2}
 
 
@@ -261,6 +262,31 @@ def test_seq2seq_trains_on_a_pairs_file(tmp_path: Path) -> None:
     data = load_text_pairs(str(path), seed=0, max_len=8)
     r = run("seq2seq", epochs=2, data_dir=str(path))
     assert r.quality.value > majority_token_rate(data) + 0.1
+
+
+@pytest.mark.parametrize(("name", "first", "layers"), [("vgg11", 64, 8), ("densenet121", 64, 120)])
+def test_tiny_is_the_same_architecture_a_quarter_as_wide(name: str, first: int,
+                                                         layers: int) -> None:
+    """tiny divides every width by 4 (seconds, not minutes); quick keeps the real widths;
+    the layers (convolutions, BatchNorms) and the stage view stay the same."""
+    import torch
+    from torch import nn
+
+    wl = workloads.get(name)
+    with torch.device("meta"):
+        tiny = wl.build_model(wl.make_data("tiny", 0), 0)
+        quick = wl.build_model(dataclasses.replace(wl.make_data("tiny", 0), profile="quick"), 0)
+
+    def convs(model: nn.Module) -> list[nn.Conv2d]:
+        return [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+
+    assert len(convs(tiny)) == len(convs(quick)) == layers
+    assert convs(quick)[0].out_channels == first and convs(tiny)[0].out_channels == first // 4
+    assert sum(isinstance(m, nn.BatchNorm2d) for m in tiny.modules()) == sum(
+        isinstance(m, nn.BatchNorm2d) for m in quick.modules())
+    assert len(wl.sequential(tiny)) == len(wl.sequential(quick))
+    params = [sum(p.numel() for p in m.parameters()) for m in (tiny, quick)]
+    assert params[0] < params[1] / 8, params
 
 
 def test_small_vgg11_is_torchvisions_recipe() -> None:

@@ -57,6 +57,9 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     n_classes: int | None = None
+    #: the profile the data was made for, where the model is sized by it too (vgg11 and
+    #: densenet121 are narrower at tiny); None: the model depends on the data alone
+    profile: str | None = None
 
     @property
     def n_train(self) -> int:

@@ -17,6 +17,10 @@ recipe and initialisation with the 512-wide classifier, without importing torchv
 initialising the 120 M-parameter 224 classifier only to replace it (about 4 s of a tiny
 case's start-up; measured 3.6 s for the classifier at load 2.5).
 
+At tiny every width is a quarter (16 .. 128 channels, a 128-wide classifier): the same 11
+layers, ~1/16 of the arithmetic, so the tiny smoke test takes seconds (at full width its one
+epoch took 11 s on 2 cores). quick and full keep VGG-11's widths.
+
 Data: 3x32x32 synthetic class templates at tiny/quick, 3x224x224 at full; with
 ``--data-dir``, CIFAR-10 python batches (``DIR/cifar-10-batches-py``) or any class-per-folder
 image tree, resized to the profile's side. Chance is 1 / classes (10 %).
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
 #: easy enough to learn in one short epoch; from quick on the classes share most of their
 #: template, so accuracy climbs over several epochs instead of saturating in the first.
 SIZES: dict[str, tuple[int, int, float, float]] = {
-    "tiny": (640, 32, 0.45, 1.0),
+    "tiny": (960, 32, 0.35, 1.0),
     "quick": (5_000, 32, 0.9, 0.4),
     "full": (12_000, 224, 0.9, 0.4),
 }
@@ -53,6 +57,7 @@ class VGG11(ImageClassifierWorkload):
     reference_quality: ClassVar[float | None] = 0.859
     sizes: ClassVar[dict[str, tuple[int, int, float, float]]] = SIZES
     description: ClassVar[str] = "torchvision vgg11_bn, 3x32x32 (224 at full), 10 classes"
+    narrow: ClassVar[dict[str, int]] = {"tiny": 4}
 
     def load_local(self, data_dir: str, side: int, seed: int) -> Dataset:
         """CIFAR-10's python batches, or an image folder resized to ``side``."""
@@ -83,7 +88,7 @@ class VGG11(ImageClassifierWorkload):
 
             return vgg11_bn(weights=None, num_classes=classes, dropout=0.0)
         cells = (data.x_train.shape[2] // 32) * (data.x_train.shape[3] // 32)
-        return small_vgg11_bn(cells, classes)
+        return small_vgg11_bn(cells, classes, self.divisor(data))
 
     def sequential(self, model: torch.nn.Module) -> torch.nn.Sequential:
         """features..., avgpool, flatten, classifier...: what ``VGG.forward`` does, in order."""
@@ -98,9 +103,10 @@ class VGG11(ImageClassifierWorkload):
 LAYERS: tuple[int | str, ...] = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 
 
-def small_vgg11_bn(cells: int, classes: int) -> torch.nn.Module:
+def small_vgg11_bn(cells: int, classes: int, divisor: int = 1) -> torch.nn.Module:
     """VGG-11-BN for sides below 224: ``features``, ``avgpool`` (identity), ``classifier``
-    (512-wide, PyTorch's default Linear init), named and initialised as torchvision's."""
+    (512-wide, PyTorch's default Linear init), named and initialised as torchvision's; every
+    width divided by ``divisor`` (tiny: 4)."""
     from torch import nn
 
     layers: list[nn.Module] = []
@@ -110,15 +116,17 @@ def small_vgg11_bn(cells: int, classes: int) -> torch.nn.Module:
             layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
             continue
         assert isinstance(width, int)
+        width //= divisor
         conv = nn.Conv2d(channels, width, kernel_size=3, padding=1)
         nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
         nn.init.zeros_(conv.bias)
         layers += [conv, nn.BatchNorm2d(width), nn.ReLU(inplace=True)]
         channels = width
+    wide = 512 // divisor
     return _small_vgg_class()(nn.Sequential(*layers), nn.Sequential(
-        nn.Linear(512 * cells, 512), nn.ReLU(inplace=True),
-        nn.Linear(512, 512), nn.ReLU(inplace=True),
-        nn.Linear(512, classes)))
+        nn.Linear(wide * cells, wide), nn.ReLU(inplace=True),
+        nn.Linear(wide, wide), nn.ReLU(inplace=True),
+        nn.Linear(wide, classes)))
 
 
 @functools.cache
