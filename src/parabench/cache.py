@@ -3,7 +3,7 @@
 Usage::
 
     arrays = cached_arrays("tabular", {"n_samples": 1000, "seed": 0}, make, sources=[__file__])
-    flops = cached_json("flops", {"model": repr(model)}, count, sources=model_sources(model))
+    flops = cached_json("flops", {"model": repr(model)}, count, sources=[model_file, ...])
 
 Every case runs in a fresh process, and before this cache each paid, inside its timed start-up,
 for work whose answer never changes between runs: importing scikit-learn to draw the same
@@ -65,35 +65,39 @@ def _write(path: Path, write: Callable[[Any], None]) -> None:
         pass  # a read-only or full cache only costs the next case the same work
 
 
-def cached_arrays(kind: str, key: dict[str, Any], make: Callable[[], dict[str, np.ndarray]],
-                  *, sources: Iterable[str | Path] = ()) -> dict[str, np.ndarray]:
-    """``make()``'s named arrays, from the cache when an entry for the key exists."""
+def _cached(kind: str, key: dict[str, Any], make: Callable[[], Any], sources: Iterable[str | Path],
+            suffix: str, read: Callable[[Path], Any], dump: Callable[[Any, Any], None]) -> Any:
+    """``make()``'s value, read from the entry for the key when it exists, else made and
+    written (``dump(value, file)``); an absent or damaged entry is made again."""
     root = cache_dir()
     if root is None:
         return make()
-    path = root / f"{entry_name(kind, key, sources)}.npz"
+    path = root / f"{entry_name(kind, key, sources)}{suffix}"
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
-    except (OSError, ValueError, EOFError):
+        return read(path)
+    except (OSError, ValueError, EOFError, KeyError):
         pass  # absent or damaged: computed again below
-    arrays = make()
-    _write(path, lambda f: np.savez(f, **arrays))
-    return arrays
+    value = make()
+    _write(path, lambda f: dump(value, f))
+    return value
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {name: z[name] for name in z.files}
+
+
+def cached_arrays(kind: str, key: dict[str, Any], make: Callable[[], dict[str, np.ndarray]],
+                  *, sources: Iterable[str | Path] = ()) -> dict[str, np.ndarray]:
+    """``make()``'s named arrays, from the cache when an entry for the key exists."""
+    return _cached(kind, key, make, sources, ".npz", _read_npz,
+                   lambda arrays, f: np.savez(f, **arrays))
 
 
 def cached_json(kind: str, key: dict[str, Any], make: Callable[[], Any],
                 *, sources: Iterable[str | Path] = ()) -> Any:
     """``make()``'s JSON-able value, from the cache when an entry for the key exists."""
-    root = cache_dir()
-    if root is None:
-        return make()
-    path = root / f"{entry_name(kind, key, sources)}.json"
-    try:
-        return json.loads(path.read_text())["value"]
-    except (OSError, ValueError, KeyError):
-        pass
-    value = make()
-    _write(path, lambda f: f.write(json.dumps({"key": key, "value": value}, default=str)
-                                   .encode()))
-    return value
+    return _cached(kind, key, make, sources, ".json",
+                   lambda path: json.loads(path.read_text())["value"],
+                   lambda value, f: f.write(json.dumps({"key": key, "value": value},
+                                                       default=str).encode()))

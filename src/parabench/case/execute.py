@@ -129,16 +129,14 @@ def _windows(lifecycle: CaseLifecycle) -> dict[str, Any]:
     """The result's window fields from the windows that finished (none: no fields)."""
     if not lifecycle.windows:
         return {}
-    session = lifecycle.session
-    steps = lifecycle.window_steps
+    session, steps, asked = lifecycle.session, lifecycle.window_steps, lifecycle.windows_asked()
     return {"window_s": [s.seconds for s in lifecycle.windows],
             "window_samples": [s.samples for s in lifecycle.windows],
             "window": {"unit": session.window_unit if session else "epoch", "steps": steps,
                        "steps_source": "--steps" if lifecycle.config.steps else "auto",
                        "target_s": window_target_s(), "warmup": lifecycle.warmup_windows,
                        # None: windows were added while the CI was wider than this
-                       "asked": lifecycle.windows_asked(),
-                       "ci_target": None if lifecycle.windows_asked() else CI_TARGET}}
+                       "asked": asked, "ci_target": None if asked else CI_TARGET}}
 
 
 def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],

@@ -45,7 +45,8 @@ class NumbaCudaKernel(Kernel):
         self.peak_used_bytes = 0
 
     def peak_gpu_mb(self) -> float | None:
-        return self.peak_used_bytes / 2**20
+        """The peak sampled, or None when none was (the simulator: not 0 MB, unknown)."""
+        return self.peak_used_bytes / 2**20 if self.peak_used_bytes else None
 
     def _sample_memory(self) -> None:
         try:

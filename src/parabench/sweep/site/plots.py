@@ -66,12 +66,15 @@ def _series(cands: list[Candidate]) -> dict[str, list[Candidate]]:
     return out
 
 
-def throughput_errors(cands: list[Candidate], ref: float = 1.0) -> list[list[float]]:
-    """Asymmetric error bars [[below...], [above...]] of each candidate's throughput / ``ref``:
-    the 95 % bootstrap CI of its median over its samples (steady windows of one run, or the
-    repeats' figures: :func:`parabench.sweep.stats.throughput_samples`); 0 where none."""
+def throughput_errors(cands: list[Candidate],
+                      refs: float | list[float] = 1.0) -> list[list[float]]:
+    """Asymmetric error bars [[below...], [above...]] of each candidate's throughput / its ref
+    (one for all, or one per candidate): the 95 % bootstrap CI of its median over its samples
+    (steady windows of one run, or the repeats' figures:
+    :func:`parabench.sweep.stats.throughput_samples`); 0 where none."""
     below, above = [], []
-    for c in cands:
+    per = refs if isinstance(refs, list) else [refs] * len(cands)
+    for c, ref in zip(cands, per, strict=True):
         ci = median_ci(c.samples.values)
         lo, hi = ci if ci else (c.throughput, c.throughput)
         below.append(max(0.0, (c.throughput - lo) / ref))
@@ -99,10 +102,8 @@ def scaling_figure(cands: list[Candidate]) -> Any:
                 for c in series]
         xs = [c.workers for c in series]
         ys = [throughput_speedup(c.throughput, r) for c, r in zip(series, refs, strict=True)]
-        bars = [throughput_errors([c], r) for c, r in zip(series, refs, strict=True)]
         (line,) = ax.plot(xs, ys, marker="o", label=name)
-        _error_bars(ax, xs, ys, [[b[0][0] for b in bars], [b[1][0] for b in bars]],
-                    line.get_color())
+        _error_bars(ax, xs, ys, throughput_errors(series, refs), line.get_color())
         ref = refs[-1]
         fit = amdahl_fit({c.workers: 1.0 / c.throughput for c in series})
         if fit is not None:
