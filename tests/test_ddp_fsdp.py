@@ -9,6 +9,7 @@ sharded (checked by breaking each on purpose).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -204,6 +205,10 @@ def test_cli_runs_fsdp(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["method"], r["status"], r["workers"]) for r in rows] == [("fsdp", "ok", 2)], rows
     assert rows[0]["peak_rss_mb"] > 0 and rows[0]["quality"]["value"] > 0.5
+    cores = rows[0]["machine"]["rank_cores"]  # each rank on its own core, said in the result
+    assert len(cores) == 2 and all(cores)
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert len(cores[0]) == len(cores[1]) == 1 and cores[0] != cores[1], cores
 
 
 @pytest.mark.cpu

@@ -211,7 +211,8 @@ def run_isolated(
     for path in (result_path, out_log, err_log):
         path.unlink(missing_ok=True)
     memory = sampler.memory_fields(float(result.extra.get("self_max_rss_mb", 0.0)))
-    settings = thread_settings(env, wait_policy(os.environ)[1], result.extra.get("rank_threads"))
+    settings = thread_settings(env, wait_policy(os.environ)[1], result.extra.get("rank_threads"),
+                               result.extra.get("rank_cores"))
     return dataclasses.replace(
         result,
         peak_rss_mb=memory["peak_rss_mb"],

@@ -12,7 +12,9 @@ Usage::
 
 ``Result.machine`` holds: ``omp_wait_policy`` and its ``omp_wait_policy_source`` ("user" or
 "parabench default"), ``threads`` (the case's OMP/MKL/OpenBLAS/NumExpr variables),
-``torch_intra_op_threads`` (per rank, where the ranks reported it), ``cores``,
+``torch_intra_op_threads`` (per rank, where the ranks reported it), ``rank_cores`` (the cores
+each pooled rank may run on: its own block when pinned, see
+:func:`parabench.case.rank.rank_cores`; None where no pool reported them), ``cores``,
 ``cores_in_use`` (workers x threads per worker), ``oversubscribed``, ``load_1m_before`` /
 ``load_1m_after``, ``case_cpu_s``, ``runner_cpu_s``, ``other_cores`` and ``other_cpu_share``
 (CPU used by every other process during the case, in cores and as a share of the cores),
@@ -149,13 +151,15 @@ class MachineWatch:
 
 
 def thread_settings(env: Mapping[str, str], policy_source: str,
-                    torch_threads: list[int] | None = None) -> dict[str, Any]:
+                    torch_threads: list[int] | None = None,
+                    rank_cores: list[list[int] | None] | None = None) -> dict[str, Any]:
     """The thread settings a case's processes started with (``env``: their environment)."""
     return {
         "omp_wait_policy": env.get("OMP_WAIT_POLICY"),
         "omp_wait_policy_source": policy_source,
         "threads": {var: env.get(var) for var in THREAD_VARS},
         "torch_intra_op_threads": torch_threads,
+        "rank_cores": rank_cores,
     }
 
 

@@ -20,11 +20,13 @@ Usage::
 
 ``start()`` spawns ``world_size`` processes (spawn context, children of this process, so a
 runner's memory sampler and its process-group kill reach them) with the thread variables set
-to ``threads`` *before* they start, rendezvouses them with ``init_process_group`` through a
-TCP store that this process hosts on 127.0.0.1 only (port picked by the OS: no race for a
-"free" port; gloo's own sockets go on the loopback interface too), binds ``cuda:<rank>`` on
-CUDA, and builds ``Class(ctx, **args)`` on every rank (``program``: the class, pickled by
-reference so the rank imports its module; a ``"module:Class"`` string is still accepted).
+to ``threads`` *before* they start, each bound to its own ``threads`` cores where they fit
+(:func:`~parabench.case.rank.rank_cores`; ``PARABENCH_PIN=off``: unbound), rendezvouses them
+with ``init_process_group`` through a TCP store that this process hosts on 127.0.0.1 only
+(port picked by the OS: no race for a "free" port; gloo's own sockets go on the loopback
+interface too), binds ``cuda:<rank>`` on CUDA, and builds ``Class(ctx, **args)`` on every rank
+(``program``: the class, pickled by reference so the rank imports its module; a
+``"module:Class"`` string is still accepted).
 With ``backend="none"`` there is no torch process group (nor store): the pool hosts rank
 programs of other engines (TensorFlow's workers, :mod:`parabench.tf`), which rendezvous by
 themselves; ``rank_env`` gives each rank its own environment variables (e.g. ``TF_CONFIG``)
@@ -58,6 +60,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
+from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -69,6 +72,8 @@ from parabench.case.rank import (
     init_group,
     loopback_gloo,
     loopback_store,
+    pin,
+    rank_cores,
     set_threads,
     thread_env,
 )
@@ -103,6 +108,7 @@ class _Spec:
     parent_pid: int
     timeout_s: float
     rank_env: tuple[dict[str, str], ...] = ()
+    cores: list[list[int]] | None = None  # rank -> its own cores (rank.rank_cores)
 
 
 def checked_program(program: str | type) -> str | type:
@@ -153,7 +159,7 @@ class WorkerPool:
         self.grace_s, self.close_timeout_s = grace_s, close_timeout_s
         self.rank_env = tuple(rank_env or ())
         self.startup_s: float | None = None
-        #: what each rank reported after set-up (threads really used, device, pid)
+        #: what each rank reported after set-up (threads really used, device, pid, cores)
         self.rank_info: list[dict[str, Any]] = []
         self._procs: list[Any] = []
         self._conns: list[Connection] = []
@@ -180,6 +186,7 @@ class WorkerPool:
             backend=self.backend, device=self.device, threads=self.threads,
             store_port=0 if self._store is None else self._store.port, parent_pid=os.getpid(),
             timeout_s=self.timeout_s, rank_env=self.rank_env,
+            cores=rank_cores(self.world_size, self.threads),
         )
         ctx = mp.get_context("spawn")
         try:
@@ -330,12 +337,6 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
-def _td(seconds: float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=seconds)
-
-
 # -- the rank process ------------------------------------------------------------------------
 
 
@@ -344,14 +345,14 @@ def _rank_main(rank: int, spec: _Spec, conn: Connection) -> None:
     group = spec.backend != NO_GROUP
     try:
         os.environ.update(spec.rank_env[rank] if spec.rank_env else {})
+        cores = pin(spec.cores[rank] if spec.cores else None)  # before any thread starts
         threads = spec.threads  # without a group the thread variables alone say it
         if group:
             threads = set_threads(spec.threads)
             import torch.distributed as dist
 
-            store = dist.TCPStore(
-                "127.0.0.1", spec.store_port, is_master=False, timeout=_td(spec.timeout_s)
-            )
+            store = dist.TCPStore("127.0.0.1", spec.store_port, is_master=False,
+                                  timeout=timedelta(seconds=spec.timeout_s))
             init_group(rank=rank, world_size=spec.world_size, local_rank=rank,
                        device=spec.device, backend=spec.backend, timeout_s=spec.timeout_s,
                        store=store)
@@ -362,7 +363,7 @@ def _rank_main(rank: int, spec: _Spec, conn: Connection) -> None:
         conn.send(("error", traceback.format_exc()))
         return
     device = str(ctx.torch_device()) if group else spec.device
-    conn.send(("ok", {"pid": os.getpid(), "threads": threads, "device": device}))
+    conn.send(("ok", {"pid": os.getpid(), "threads": threads, "device": device, "cores": cores}))
     try:
         _serve(program, conn)
     finally:

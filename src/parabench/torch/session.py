@@ -117,6 +117,7 @@ class DistributedTorchSession(Session):
         self.notes.update(info.get("notes", {}))
         self.notes["rank_threads"] = [i["threads"] for i in self.pool.rank_info]
         self.notes["rank_devices"] = [i["device"] for i in self.pool.rank_info]
+        self.notes["rank_cores"] = [i.get("cores") for i in self.pool.rank_info]
         self.notes["startup_rendezvous_s"] = self.pool.startup_s
 
     def fold(self, per_rank: list[EpochStats], window: bool = False) -> EpochStats:
