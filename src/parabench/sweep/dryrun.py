@@ -16,11 +16,12 @@ mlp 7.7 s in all (6 s of it start-up), cnn 1.8 s per epoch, a torchrun start 5-7
 95 s (64 s start-up), vgg11 40-60 s per epoch at 1 thread. TensorFlow's only records (cnn:
 tf_serial 102 s, tf_multiworker 151 s, 45 and 114 s of it start-up) come from a spell in
 which ddp, fsdp and Spark ran 2.6-10x their best, so they are divided by 2.6, and TF's
-slower epochs are folded into its start-up. densenet121 and seq2seq are taken from the
-issue's load-3 run of vgg11 + densenet121 + seq2seq (259 s; vgg11 47.6 s per epoch),
-halved for a quiet machine; nbow is a guess. conv_autoencoder's one record (17 s per epoch,
-load unknown) is taken as 2x loaded. The planner
-(:mod:`parabench.sweep.plan`) ranks workloads by the same guess to pick the cheapest. Other
+slower epochs are folded into its start-up. seq2seq is taken from the issue's load-3 run of
+vgg11 + densenet121 + seq2seq (259 s), halved for a quiet machine; nbow is a guess. vgg11 and
+densenet121 are narrow at tiny since 2026-11-24: 1.6 and 3.4 s per epoch at 2 threads in that
+day's default run, vgg11 2.5 s at 1 thread (scripts/seed_spread.py), rounded up.
+conv_autoencoder's one record (17 s per epoch, load unknown) is taken as 2x loaded. The
+planner (:mod:`parabench.sweep.plan`) ranks workloads by the same guess to pick the cheapest. Other
 profiles keep a flat per-profile guess (:data:`GUESS_S`).
 """
 
@@ -37,7 +38,7 @@ from parabench.config import RunConfig
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}
 #: seconds per tiny epoch (a fit, for estimators) on 2 cores; unlisted workloads: 5
 TINY_EPOCH_S = {"mlp": 0.5, "random_forest": 0.5, "nbow": 1.0, "cnn": 2.0,
-                "conv_autoencoder": 8.0, "seq2seq": 5.0, "densenet121": 20.0, "vgg11": 25.0}
+                "conv_autoencoder": 8.0, "seq2seq": 5.0, "densenet121": 4.0, "vgg11": 2.5}
 #: seconds a method takes to start a tiny case (imports, processes, clusters, JIT) and, for
 #: the forest peers, to fit beyond sklearn's; unlisted: 10
 START_S = {"serial": 5.0, "model_parallel": 5.0, "threads": 2.0, "processes": 6.0,

@@ -41,13 +41,14 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
 * the baseline of every runnable case (serial, tf_serial for the TensorFlow methods) at the
   grid's threads, so every row has its parity and its speedup at equal cores. The extra
   ratio baseline (serial at 1 thread, for 2 x 1's scaling efficiency) only where it is cheap
-  (guessed <= :data:`COVERAGE_EXTRA_MAX_S`): at 1 thread vgg11 and densenet121 alone would
-  take ~2 minutes; those rows' scaling efficiency names the run to add (``--all`` has it).
+  (guessed <= :data:`COVERAGE_EXTRA_MAX_S`): at 1 thread conv_autoencoder, seq2seq and
+  densenet121 would add ~1 minute; those rows' scaling efficiency names the run to add
+  (``--all`` has it).
 * 1 epoch at the ``tiny`` profile unless told otherwise (the CLI's defaults).
-  With the guesses of :mod:`parabench.sweep.dryrun`: 42 cases, 40 to run, about 10 minutes
-  on 2 cores, most of it start-up: Spark 1.5 min, TensorFlow's methods 1.5 min, vgg11 and
-  densenet121 1 min each. Adding or slowing a workload or method moves that figure; the
-  tests keep the coverage, ``parabench run --dry-run`` shows the estimate.
+  With the guesses of :mod:`parabench.sweep.dryrun`: 42 cases, 40 to run, about 9 minutes
+  on 2 cores, most of it start-up: Spark 1.5 min, TensorFlow's methods 1.5 min. Adding or
+  slowing a workload or method moves that figure; the tests keep the coverage,
+  ``parabench run --dry-run`` shows the estimate.
 
 The first device of ``grid.devices`` (default: cpu, then cuda) a method runs the workload on
 is used. ``--workers`` replaces the worker count; ``--workload``/``--method`` narrow nothing
@@ -202,8 +203,8 @@ COVERAGE_WORKERS = 2
 #: per workload, the first of these that trains it is its data-parallel method in the coverage
 DATA_PARALLEL = ("ddp", "threads", "tf_multiworker")
 #: the coverage grid's extra ratio baselines (serial at another thread count) are planned only
-#: when guessed to take at most this long: at tiny, mlp, cnn, nbow and random_forest (6-9 s);
-#: not conv_autoencoder, seq2seq (15-21 s), vgg11, densenet121 (45-55 s) or tf_serial (26 s)
+#: when guessed to take at most this long: at tiny, mlp, cnn, nbow, vgg11 and random_forest
+#: (6-10 s); not conv_autoencoder, seq2seq (15-21 s), densenet121 (13 s) or tf_serial (26 s)
 COVERAGE_EXTRA_MAX_S = 10.0
 
 

@@ -1,0 +1,129 @@
+"""The measurement protocol's own targets, checked through the CLI as a user runs it.
+
+Usage::
+
+    pytest tests/benchmarks/test_protocol_targets.py --benchmark-only      # tiny walls, CIs
+    pytest -m long tests/benchmarks/test_protocol_targets.py --benchmark-only  # + default run
+
+* every ``tiny`` serial case takes <= 15 s in all, start-up included (``Result.wall_s``: the
+  runner's clock from spawning the case to its result);
+* the mlp and cnn serial (1x1, 1x2) and ddp (2x1) cases' throughput CIs have a half-width
+  (the larger side, as the table prints it) <= 5 % of the median;
+* ``parabench run`` with no options finishes in <= 10 minutes, every row with a throughput and
+  a parity status (``long``: it takes about 8 minutes).
+
+Each runs ``python -m parabench run`` as a subprocess; ``benchmark.extra_info`` holds every
+figure with the load average before it. Plain ``pytest`` (smoke mode) runs one cheap case per
+check and asserts what does not depend on the machine's load; the figures are asserted only
+when measuring, which belongs on a quiet machine (load below 1 before it starts).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parabench.case.result import Result, read_results
+from parabench.registry import workloads
+from parabench.sweep.stats import ci_half_pct
+
+pytestmark = [pytest.mark.cpu, pytest.mark.torch, pytest.mark.slow]
+
+TINY_WALL_S = 15.0
+CI_HALF_PCT = 5.0
+DEFAULT_RUN_S = 600.0
+
+
+def run_cli(tmp_path: Path, *args: str, timeout: float = 900) -> tuple[list[Result], float]:
+    """``parabench run ARGS --out ...`` as a user runs it: (its results, the command's wall)."""
+    out = tmp_path / "results.jsonl"
+    out.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PARABENCH_WINDOWS", "PARABENCH_WINDOW_S")}  # the protocol's defaults
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "parabench", "run", *args, "--out", str(out)],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
+    wall = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return list(read_results(out)), wall
+
+
+def half_pct(r: Result) -> float | None:
+    return ci_half_pct(r.samples_per_s, r.samples_per_s_ci)
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+@pytest.mark.parametrize("workload", workloads.names())
+def test_a_tiny_serial_case_takes_seconds(benchmark: Any, workload: str,
+                                          tmp_path: Path) -> None:
+    if benchmark.disabled and workload != "mlp":
+        pytest.skip("smoke mode runs one workload (measure with --benchmark-only)")
+    before = load()
+    results: list[Result] = []
+
+    def once() -> None:
+        results[:] = run_cli(tmp_path, "--workload", workload, "--method", "serial",
+                             "--profile", "tiny", "--epochs", "1", "--threads", "2")[0]
+
+    benchmark.pedantic(once, rounds=1, iterations=1, warmup_rounds=0)
+    (r,) = results
+    assert r.status == "ok", r.reason
+    assert r.wall_s is not None and r.startup_s is not None and r.wall_s > r.startup_s
+    benchmark.extra_info.update(wall_s=r.wall_s, startup_s=r.startup_s, load_before=before,
+                                epoch_s=r.epoch_s, windows=len(r.window_s or []))
+    if not benchmark.disabled:
+        assert r.wall_s <= TINY_WALL_S, (
+            f"{workload} tiny serial took {r.wall_s:.1f} s (start-up {r.startup_s:.1f} s, "
+            f"load before {before:.2f})")
+
+
+def test_mlp_and_cnn_speed_cis_are_narrow(benchmark: Any, tmp_path: Path) -> None:
+    smoke = benchmark.disabled
+    args = (["--workload", "mlp", "--method", "serial", "--workers", "1", "--threads", "1"]
+            if smoke else ["--workload", "mlp,cnn", "--method", "serial,ddp", "--workers", "1,2"])
+    before = load()
+    results: list[Result] = []
+
+    def once() -> None:
+        results[:] = run_cli(tmp_path, *args, "--profile", "tiny", "--epochs", "1")[0]
+
+    benchmark.pedantic(once, rounds=1, iterations=1, warmup_rounds=0)
+    figures = {f"{r.workload} {r.method} {r.workers}x{r.threads_per_worker}": half_pct(r)
+               for r in results}
+    benchmark.extra_info.update(ci_half_pct=figures, load_before=before,
+                                windows={f"{r.workload} {r.method} {r.workers}x"
+                                         f"{r.threads_per_worker}": len(r.window_s or []) - 1
+                                         for r in results})
+    expected = 1 if smoke else 6  # serial 1x1 and 1x2, ddp 2x1, for both workloads
+    assert len(figures) == expected and all(v is not None for v in figures.values()), figures
+    if not smoke:
+        wide = {case: pct for case, pct in figures.items() if pct is not None and pct > CI_HALF_PCT}
+        assert not wide, f"CI half-width over {CI_HALF_PCT} %: {wide} (load before {before:.2f})"
+
+
+@pytest.mark.long
+def test_the_default_run_takes_minutes(benchmark: Any, tmp_path: Path) -> None:
+    before = load()
+    out: dict[str, Any] = {}
+
+    def once() -> None:
+        out["results"], out["wall"] = run_cli(tmp_path, timeout=1800)
+
+    benchmark.pedantic(once, rounds=1, iterations=1, warmup_rounds=0)
+    ran = [r for r in out["results"] if r.status == "ok"]
+    benchmark.extra_info.update(wall_s=out["wall"], cases=len(out["results"]), ran=len(ran),
+                                load_before=before)
+    assert ran and all(r.samples_per_s is not None and r.parity for r in ran)
+    assert {r.parity.get("status") for r in ran} <= {"ok", "not-applicable"}
+    assert {r.workload for r in ran} == set(workloads.names())
+    if not benchmark.disabled:
+        assert out["wall"] <= DEFAULT_RUN_S, f"{out['wall']:.0f} s (load before {before:.2f})"
