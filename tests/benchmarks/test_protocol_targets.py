@@ -103,8 +103,9 @@ def test_mlp_and_cnn_speed_cis_are_narrow(benchmark: Any, tmp_path: Path) -> Non
                                 windows={f"{r.workload} {r.method} {r.workers}x"
                                          f"{r.threads_per_worker}": len(r.window_s or []) - 1
                                          for r in results})
-    expected = 1 if smoke else 6  # serial 1x1 and 1x2, ddp 2x1, for both workloads
-    assert len(figures) == expected and all(v is not None for v in figures.values()), figures
+    expected = {"mlp serial 1x1"} if smoke else {  # (ddp 1x2 runs too: checked alike)
+        f"{w} {m}" for w in ("mlp", "cnn") for m in ("serial 1x1", "serial 1x2", "ddp 2x1")}
+    assert expected <= set(figures) and all(v is not None for v in figures.values()), figures
     if not smoke:
         wide = {case: pct for case, pct in figures.items() if pct is not None and pct > CI_HALF_PCT}
         assert not wide, f"CI half-width over {CI_HALF_PCT} %: {wide} (load before {before:.2f})"
