@@ -3,15 +3,17 @@
 Usage::
 
     python scripts/seed_spread.py --profile tiny                       # every workload, seeds 0-4
+    python scripts/seed_spread.py --profile tiny --epochs 1            # the default run's epochs
     python scripts/seed_spread.py --profile quick --workload mlp,cnn,random_forest
     python scripts/seed_spread.py --profile tiny --workload nbow --seeds 5 --dry-run
 
 For each workload it runs ``serial`` (1 worker, 1 thread) once per seed through the real
 harness (:func:`parabench.sweep.run.run_grid`: each case isolated, as ``parabench run`` does)
-with the CLI's default epochs (3), and records the sample standard deviation (ddof 1) of the
-held-out quality, with the per-seed values, the seeds, the epochs, and the command and date
-that produced it, in ``src/parabench/workloads/seed_spread.json``. Entries not measured by
-this invocation are kept as they were. Statistical parity reads this table
+with the CLI's default epochs (3; ``--epochs 1`` for the default coverage run's), and records
+the sample standard deviation (ddof 1) of the held-out quality, with the per-seed values, the
+seeds, the epochs, and the command and date that produced it, in
+``src/parabench/workloads/seed_spread.json`` under its workload, profile and epochs. Entries
+not measured by this invocation are kept as they were. Statistical parity reads this table
 (:mod:`parabench.workloads.spread`). The seed changes both the data draw and the model's
 initial weights and order, so the spread is what "running another seed" moves quality by.
 
@@ -61,11 +63,12 @@ def measure(workload: str, profile: str, seeds: list[int], epochs: int,
             "method": "serial w=1 t=1"}
 
 
-def write(entries: dict[str, dict[str, dict[str, Any]]], path: Path = TABLE) -> None:
+def write(workload: str, profile: str, entry: dict[str, Any], path: Path = TABLE) -> None:
+    """Put ``entry`` at ``entries[workload][profile][str(entry["epochs"])]``, keeping the rest."""
     old = json.loads(path.read_text())["entries"] if path.exists() else {}
-    for workload, by_profile in entries.items():
-        old.setdefault(workload, {}).update(by_profile)
-    ordered = {w: dict(sorted(old[w].items())) for w in sorted(old)}
+    old.setdefault(workload, {}).setdefault(profile, {})[str(entry["epochs"])] = entry
+    ordered = {w: {p: dict(sorted(old[w][p].items(), key=lambda kv: int(kv[0])))
+                   for p in sorted(old[w])} for w in sorted(old)}
     path.write_text(json.dumps({"about": ABOUT, "entries": ordered}, indent=1) + "\n")
 
 
@@ -86,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         entry.update(command=command, date=date.today().isoformat())
         print(f"{name} {args.profile}: std {entry['std']:.4g} mean {entry['mean']:.4g}")
         if not args.dry_run:  # one workload at a time: a later failure keeps what was measured
-            write({name: {args.profile: entry}})
+            write(name, args.profile, entry)
     return 0
 
 

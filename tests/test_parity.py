@@ -133,8 +133,8 @@ def test_seed_exact_forests_need_identical_predictions_and_a_zero_gap() -> None:
     assert other["baseline_predictions_sha"] == "abc"
 
 
-TABLE = {"mlp": {"tiny": {"std": 0.02, "command": "python scripts/seed_spread.py --profile "
-                                                  "tiny", "date": "2026-11-23"}}}
+TABLE = {"mlp": {"tiny": {"3": {"std": 0.02, "command": "python scripts/seed_spread.py "
+                                                         "--profile tiny", "date": "2026-11-23"}}}}
 
 
 def test_statistical_margin_is_three_measured_spreads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,7 +174,7 @@ def test_a_result_can_declare_itself_statistical(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_loss_spread_is_relative_to_its_mean(monkeypatch: pytest.MonkeyPatch) -> None:
-    table = {"mlp": {"tiny": {"std": 0.002, "mean": 0.04, "command": "c", "date": "d"}}}
+    table = {"mlp": {"tiny": {"3": {"std": 0.002, "mean": 0.04, "command": "c", "date": "d"}}}}
     monkeypatch.setattr(spread, "table", lambda: table)
     serial = _result("serial", 0.040, higher=False)
     parity = assess(_result("fedavg", 0.045, higher=False), [serial])  # 12.5 % worse
@@ -192,6 +192,25 @@ def test_shipped_table_covers_every_shipped_workload_at_tiny() -> None:
              if type(workloads.get(n)).__module__.startswith("parabench.")]
     assert len(names) >= 8
     for name in names:
-        entry = shipped[name]["tiny"]
-        assert entry["std"] > 0 and len(entry["values"]) >= 3, name
-        assert entry["command"].startswith("python scripts/seed_spread.py") and entry["date"]
+        for epochs in ("1", "3"):  # the default run's, and the CLI's default
+            entry = shipped[name]["tiny"][epochs]
+            assert entry["std"] > 0 and len(entry["values"]) >= 3, (name, epochs)
+            assert entry["epochs"] == int(epochs), (name, epochs)
+            assert entry["command"].startswith("python scripts/seed_spread.py") and entry["date"]
+
+
+def test_the_spread_is_the_one_measured_at_the_runs_epochs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After 1 tiny epoch densenet121 is at 0.09-0.28 over seeds, after 3 at 0.99-1.0: a
+    3-epoch spread would flag a sound 1-epoch run."""
+    entry = {"command": "c", "date": "d", "mean": 0.5}
+    table = {"mlp": {"tiny": {"1": {**entry, "std": 0.1}, "3": {**entry, "std": 0.01}}}}
+    monkeypatch.setattr(spread, "table", lambda: table)
+    serial = dataclasses.replace(_result("serial", 0.60), epochs=1)
+    one = assess(dataclasses.replace(_result("fedavg", 0.45), epochs=1), [serial])
+    assert one["status"] == "ok" and one["spread"] == pytest.approx(0.1)
+    assert "1 epoch(s)" in one["spread_source"] and "nearest" not in one["spread_source"]
+    assert spread.seed_spread("mlp", "tiny", 3).std == pytest.approx(0.01)
+    assert spread.seed_spread("mlp", "tiny").std == pytest.approx(0.01)  # the most epochs
+    near = spread.seed_spread("mlp", "tiny", 5)  # none at 5: the nearest, said so
+    assert near.std == pytest.approx(0.01) and "nearest" in near.source

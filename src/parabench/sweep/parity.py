@@ -30,7 +30,8 @@ Parity fails when the method is worse than serial by more than the tolerance:
   run another algorithm: tolerance is :data:`SPREAD_FACTOR` x the serial baseline's own
   seed-to-seed standard deviation of quality, read from the shipped, measured table
   (:mod:`parabench.workloads.spread`, written by ``scripts/seed_spread.py``), with a floor
-  of :data:`MIN_STATISTICAL_TOLERANCE`. The parity dict names the spread and its source.
+  of :data:`MIN_STATISTICAL_TOLERANCE`, measured after the result's epochs (the nearest
+  measured where those were not). The parity dict names the spread and its source.
   Where the table (and the workload) has no figure for that workload x profile, the check
   still runs, on :data:`FALLBACK_SPREAD`, and says so: ``spread_source`` is ``"fallback"``
   and ``reason`` reads "no measured seed spread for X at Y: run scripts/seed_spread.py".
@@ -95,14 +96,15 @@ def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:
     return None
 
 
-def spread_for(workload_name: str, profile: str, higher_is_better: bool = True
-               ) -> dict[str, Any]:
-    """The seed spread statistical parity uses: ``spread``, ``spread_source`` (+ ``reason``).
+def spread_for(workload_name: str, profile: str, higher_is_better: bool = True,
+               epochs: int | None = None) -> dict[str, Any]:
+    """The seed spread statistical parity uses: ``spread``, ``spread_source`` (+ ``reason``),
+    measured at ``epochs`` where it was (see :func:`~parabench.workloads.spread.seed_spread`).
 
     For a lower-is-better metric (a loss) the tolerance is relative to the baseline
     (:func:`~parabench.sweep.compare.parity_tolerance`), so the spread is too: std / mean.
     """
-    entry = seed_spread(workload_name, profile)
+    entry = seed_spread(workload_name, profile, epochs)
     if entry is None:
         return {"spread": FALLBACK_SPREAD, "spread_source": "fallback",
                 "reason": missing_reason(workload_name, profile)}
@@ -111,9 +113,9 @@ def spread_for(workload_name: str, profile: str, higher_is_better: bool = True
 
 
 def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
-              higher_is_better: bool) -> float:
+              higher_is_better: bool, epochs: int | None = None) -> float:
     spread = (0.0 if kind == "exact"
-              else spread_for(workload_name, profile, higher_is_better)["spread"])
+              else spread_for(workload_name, profile, higher_is_better, epochs)["spread"])
     return parity_tolerance(kind, baseline_value, higher_is_better, spread)
 
 
@@ -141,7 +143,8 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
     q, q0 = result.quality.value, base.quality.value
     better_high = result.quality.higher_is_better
     gap = quality_gap(q, q0, better_high)
-    spread = {} if kind == "exact" else spread_for(result.workload, result.profile, better_high)
+    spread = {} if kind == "exact" else spread_for(result.workload, result.profile, better_high,
+                                                   result.epochs)
     tol = parity_tolerance(kind, q0, better_high, spread.get("spread", 0.0))
     out = {
         "status": "ok" if parity_holds(gap, tol) else "failed",
