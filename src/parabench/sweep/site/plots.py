@@ -67,18 +67,18 @@ def _series(cands: list[Candidate]) -> dict[str, list[Candidate]]:
 
 
 def throughput_errors(cands: list[Candidate],
-                      refs: float | list[float] = 1.0) -> list[list[float]]:
+                      ref: float | list[float] = 1.0) -> list[list[float]]:
     """Asymmetric error bars [[below...], [above...]] of each candidate's throughput / its ref
     (one for all, or one per candidate): the 95 % bootstrap CI of its median over its samples
     (steady windows of one run, or the repeats' figures:
     :func:`parabench.sweep.stats.throughput_samples`); 0 where none."""
     below, above = [], []
-    per = refs if isinstance(refs, list) else [refs] * len(cands)
-    for c, ref in zip(cands, per, strict=True):
+    per = ref if isinstance(ref, list) else [ref] * len(cands)
+    for c, r in zip(cands, per, strict=True):
         ci = median_ci(c.samples.values)
         lo, hi = ci if ci else (c.throughput, c.throughput)
-        below.append(max(0.0, (c.throughput - lo) / ref))
-        above.append(max(0.0, (hi - c.throughput) / ref))
+        below.append(max(0.0, (c.throughput - lo) / r))
+        above.append(max(0.0, (hi - c.throughput) / r))
     return [below, above]
 
 
