@@ -13,7 +13,7 @@ epochs x the workload's epoch (:data:`TINY_EPOCH_S`), the epoch stretched when t
 fewer than 2 cores. Both tables are rounded from the fastest ``tiny`` result of each case
 recorded on this 2-core CPU by 2026-11-23 (most under load 2-5, so they err long): serial
 mlp 7.7 s in all (6 s of it start-up), cnn 1.8 s per epoch, a torchrun start 5-7 s, Spark
-95 s (64 s start-up), vgg11 40-60 s per epoch at 1 thread. TensorFlow's only records (cnn:
+95 s (64 s start-up). TensorFlow's only records (cnn:
 tf_serial 102 s, tf_multiworker 151 s, 45 and 114 s of it start-up) come from a spell in
 which ddp, fsdp and Spark ran 2.6-10x their best, so they are divided by 2.6, and TF's
 slower epochs are folded into its start-up. seq2seq is taken from the issue's load-3 run of

@@ -113,9 +113,9 @@ def spread_for(workload_name: str, profile: str, higher_is_better: bool = True,
 
 
 def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
-              higher_is_better: bool, epochs: int | None = None) -> float:
+              higher_is_better: bool) -> float:
     spread = (0.0 if kind == "exact"
-              else spread_for(workload_name, profile, higher_is_better, epochs)["spread"])
+              else spread_for(workload_name, profile, higher_is_better)["spread"])
     return parity_tolerance(kind, baseline_value, higher_is_better, spread)
 
 

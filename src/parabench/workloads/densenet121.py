@@ -56,15 +56,13 @@ class DenseNet121(ImageClassifierWorkload):
 
     def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
         import torch
-        from torchvision.models import DenseNet, densenet121
+        from torchvision.models import DenseNet
 
         check_images(self.name, data, channels=3, min_size=32)
         classes = data.n_classes or int(data.y_train.max()) + 1
         torch.manual_seed(seed)
         divisor = self.divisor(data)
-        if divisor == 1:
-            return densenet121(weights=None, num_classes=classes)
-        # densenet121's blocks (6, 12, 24, 16) and bottleneck (bn_size 4), narrower
+        # what torchvision's densenet121(weights=None) builds, every width / divisor
         return DenseNet(growth_rate=32 // divisor, block_config=(6, 12, 24, 16),
                         num_init_features=64 // divisor, num_classes=classes)
 
