@@ -28,7 +28,7 @@ the CLI's table. The benchmark was ``Epoch.time_epoch`` (one steady epoch) befor
 asv history ends there and ``Window.time_window``'s starts.
 
 **Hardware-normalised.** The ratio tracks compare a case with serial runs measured *in the
-same asv session* on the same machine, through :func:`parabench.sweep.compare.ratios` (serial
+same asv session* on the same machine, through :func:`parabench.analysis.ratios.ratios` (serial
 at the same total cores for the speedup, at the threads per worker for the scaling
 efficiency), so a slower or busier machine moves both sides and does not read as a regression.
 
@@ -217,7 +217,7 @@ def _figures_of(result: Any) -> dict[str, Any]:
     if len(rates) < 2:  # the CLI always measures >= 2 steady windows; fewer: no median or CI
         return {"error": f"{len(rates)} steady speed window(s) recorded "
                          f"({len(result.window_s)} in all): no steady-state throughput"}
-    from parabench.sweep.stats import median_ci  # here: windows and median_ci came together
+    from parabench.analysis.stats import median_ci  # here: windows and median_ci came together
 
     rate = statistics.median(rates)
     low, high = result.samples_per_s_ci or median_ci(rates)
@@ -329,7 +329,7 @@ class Case(_Measured):
 class VersusSerial(_Measured):
     """The case against serial measured in the same session: hardware-normalised ratios.
 
-    The baselines are :func:`parabench.sweep.compare.ratios`'s, at the same workload, device
+    The baselines are :func:`parabench.analysis.ratios.ratios`'s, at the same workload, device
     and profile: serial with the same total cores (workers x threads) and serial at the
     threads per worker.
 
@@ -340,7 +340,7 @@ class VersusSerial(_Measured):
       over serial at the threads per worker, / workers). 0 is linear scaling.
     - ``track_quality_gap`` (quality units, lower is better): how far the case's quality falls
       short of serial's at the same total cores
-      (:func:`parabench.sweep.compare.quality_shortfall`: positive is worse than serial).
+      (:func:`parabench.analysis.ratios.quality_shortfall`: positive is worse than serial).
     - ``track_memory_vs_serial`` (ratio, lower is better): the case's peak PSS sum over
       serial's at the same total cores (2 is twice serial's memory).
 
@@ -350,7 +350,7 @@ class VersusSerial(_Measured):
     def setup(self, cache: dict, workload: str, method: str, device: str, workers: int) -> None:
         case = _case(workload, method, device, workers)
         try:  # imported here: a commit without them still runs the other benchmarks
-            from parabench.sweep.compare import CaseKey, baseline_of, quality_shortfall, ratios
+            from parabench.analysis.ratios import CaseKey, baseline_of, quality_shortfall, ratios
         except ImportError as exc:
             raise NotImplementedError(f"this parabench has no compare.ratios: {exc}") from exc
         self.figures = measured(case)

@@ -16,10 +16,10 @@ tolerance derived from them.
 
 ``--trace`` runs whole cases instead (:func:`parabench.case.execute.execute`, tiny profile,
 one epoch, the workload's default batch, 1 thread per worker) and prints what exact parity
-reads (:func:`parabench.sweep.trajectory.compare_traces`): the largest relative step-loss
+reads (:func:`parabench.analysis.trajectory.compare_traces`): the largest relative step-loss
 difference and the estimated relative L2 weight difference after the traced steps, for
 serial at 2 threads, every exact method, and serial with its gradient x (1 + 1e-3) (a bug's
-size); ``sweep/trajectory.py`` states the figures next to its tolerances.
+size); ``analysis/trajectory.py`` states the figures next to its tolerances.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def _grad_scaled(scale: float) -> Callable[..., torch.Tensor]:
 
 
 def trace_drift(workloads_: list[str]) -> None:
-    from parabench.sweep.trajectory import compare_traces
+    from parabench.analysis.trajectory import compare_traces
 
     for workload in workloads_:
         reference = _trace(workload)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from parabench.sweep.diff import compare, parse_threshold
-from parabench.sweep.stats import mann_whitney_p
+from parabench.analysis.compare import compare, parse_threshold
+from parabench.analysis.stats import mann_whitney_p
 from sweepdata import sweep, write
 
 pytestmark = pytest.mark.cpu

@@ -1,4 +1,4 @@
-"""The comparison arithmetic and its one sign convention (parabench.sweep.compare).
+"""The comparison arithmetic and its one sign convention (parabench.analysis.ratios).
 
 Crafted inputs: a change of a formula or of the gap's sign fails here, before any report
 shows a figure with the wrong meaning.
@@ -11,7 +11,7 @@ import math
 import pytest
 
 from parabench.case.result import Result
-from parabench.sweep import compare
+from parabench.analysis import ratios as compare
 from parabench.sweep.report import format_table, summarize
 
 pytestmark = pytest.mark.cpu

@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from parabench.analysis.parity import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
 from parabench.case.execute import execute
 from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
 from parabench.methods.fedavg import FedAvgSession
 from parabench.registry import methods, workloads
-from parabench.sweep.parity import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
 from parabench.torch.fedavg import FedAvgProgram, client_order, partition
 from parabench.torch.session import fold_epochs
 

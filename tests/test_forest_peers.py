@@ -2,7 +2,7 @@
 
     python -m pytest -q tests/test_forest_peers.py
 
-Quality margin: the peers have statistical parity, judged by :mod:`parabench.sweep.parity` as the
+Quality margin: the peers have statistical parity, judged by :mod:`parabench.analysis.parity` as the
 histogram forests are (tiny: 0.03 accuracy, 3 x the default spread 0.01, since random_forest
 records no ``seed_spread``). At tiny,
 seeds 0-4 (data and forest seed), both peers averaged at or above serial: serial 0.814,
@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from parabench import hardware
+from parabench.analysis.parity import assess
 from parabench.case.execute import execute
 from parabench.case.lifecycle import StartedCase
 from parabench.case.result import read_results
 from parabench.config import RunConfig
 from parabench.forest import peers as forest_peers
 from parabench.registry import methods, workloads
-from parabench.sweep.parity import assess
 
 PEERS = [pytest.param("xgboost", marks=pytest.mark.xgboost),
          pytest.param("lightgbm", marks=pytest.mark.lightgbm)]

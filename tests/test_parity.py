@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from parabench.analysis.parity import EXACT_TOLERANCE, FALLBACK_SPREAD, assess
+from parabench.analysis.ratios import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
 from parabench.case.result import QualityValue, Result, read_results
-from parabench.sweep import parity as parity_module
-from parabench.sweep.compare import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
-from parabench.sweep.parity import EXACT_TOLERANCE, FALLBACK_SPREAD, assess
+from parabench.analysis import parity as parity_module
 from parabench.sweep.report import format_table, summarize
 from parabench.workloads import spread
 
@@ -101,7 +101,7 @@ def _trace(scale: float = 1.0) -> dict:
 
 
 def test_exact_parity_follows_the_trajectory_and_still_checks_the_evaluation() -> None:
-    from parabench.sweep.recommend import parity_text
+    from parabench.analysis.recommend import parity_text
 
     serial = _result("serial", 0.80, trace=_trace())
     same = assess(_result("wide_serial", 0.795, trace=_trace()), [serial])  # a flipped sample

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from parabench.sweep.recommend import describe, peak_memory, recommend
+from parabench.analysis.figures import peak_memory
+from parabench.analysis.recommend import describe, recommend
 from parabench.sweep.report import format_table, summarize
 from parabench.sweep.tensorboard import scalars
 from sweepdata import case

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from parabench import hardware
-from parabench.sweep.compare import baseline_threads
+from parabench.analysis.ratios import baseline_threads
 from parabench.sweep.plan import BenchCase, Grid, bench_cases, case_markers, plan
 
 pytestmark = pytest.mark.cpu

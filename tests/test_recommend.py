@@ -6,9 +6,9 @@ import statistics
 
 import pytest
 
+from parabench.analysis.recommend import describe, recommend
+from parabench.analysis.stats import amdahl_fit, can_be_significant, ratio_ci
 from parabench.case.result import QualityValue, Result
-from parabench.sweep.recommend import describe, recommend
-from parabench.sweep.stats import amdahl_fit, can_be_significant, ratio_ci
 
 pytestmark = pytest.mark.cpu
 

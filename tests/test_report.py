@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from parabench.sweep.recommend import candidates
+from parabench.analysis.recommend import candidates
 from parabench.sweep.report import format_table, summarize
 from sweepdata import case, skipped, sweep, write
 

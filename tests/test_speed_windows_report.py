@@ -10,17 +10,17 @@ import dataclasses
 
 import pytest
 
-from parabench.case.result import Result
-from parabench.sweep.progress import case_summary
-from parabench.sweep.recommend import candidates
-from parabench.sweep.report import format_table, summarize, windows_phrase
-from parabench.sweep.stats import (
+from parabench.analysis.recommend import candidates
+from parabench.analysis.stats import (
     ci_half_pct,
     median_ci,
     rate_text,
     throughput_samples,
     windows_text,
 )
+from parabench.case.result import Result
+from parabench.sweep.progress import case_summary
+from parabench.sweep.report import format_table, summarize, windows_phrase
 from parabench.sweep.tensorboard import scalars
 from sweepdata import SAMPLES, case
 

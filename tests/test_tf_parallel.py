@@ -23,11 +23,11 @@ import numpy as np
 import psutil
 import pytest
 
+from parabench.analysis.parity import assess
 from parabench.case.result import QualityValue, Result, read_results
 from parabench.config import RunConfig
 from parabench.methods.tf_data_parallel import reserve_ports, tf_config
 from parabench.registry import methods, workloads
-from parabench.sweep.parity import assess
 from parabench.sweep.report import summarize
 
 STEPS = 4  # K global steps of the weight-parity tests

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from parabench.analysis.trajectory import LOSS_RTOL, TRACE_STEPS, WEIGHT_RTOL, compare_traces
 from parabench.case.execute import execute
 from parabench.config import RunConfig
-from parabench.sweep.trajectory import LOSS_RTOL, TRACE_STEPS, WEIGHT_RTOL, compare_traces
 
 torch = pytest.importorskip("torch")
 

@@ -56,7 +56,7 @@ def dry_run(grid: Any, args: argparse.Namespace) -> int:
 
 def earlier_baselines(out: str) -> list[Result]:
     """Baseline results already in --out: parity uses them, so the table's speedup does too."""
-    from parabench.sweep.compare import is_baseline
+    from parabench.analysis.ratios import is_baseline
 
     return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
 
@@ -101,7 +101,7 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from parabench.sweep.diff import compare, format_comparison, parse_threshold
+    from parabench.analysis.compare import compare, format_comparison, parse_threshold
 
     try:
         threshold = parse_threshold(args.threshold)

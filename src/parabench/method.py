@@ -78,7 +78,7 @@ class Session(ABC):
         self.flops_per_sample: float | None = None
         self.notes: dict[str, Any] = {}
         #: exact parity's evidence, when the session records it: the first steps' losses and
-        #: a weight digest after them (format: :mod:`parabench.sweep.trajectory`)
+        #: a weight digest after them (format: :mod:`parabench.analysis.trajectory`)
         self.trace: dict[str, Any] | None = None
         #: the harness's clock (:mod:`parabench.case.clock`): the lifecycle replaces it before
         #: ``start``; a session times its work with ``self.clock.time`` and reads no timer itself
@@ -127,8 +127,8 @@ class Method(ABC):
     families: ClassVar[frozenset[str]] = frozenset()
     #: None: any count; otherwise the largest worker count this method can use
     max_workers: ClassVar[int | None] = None
-    #: how results compare with ``serial`` (see :mod:`parabench.sweep.parity`): "exact" - the same
-    #: mathematics, so held-out quality must match serial's to float tolerance;
+    #: how results compare with ``serial`` (see :mod:`parabench.analysis.parity`): "exact" -
+    #: the same mathematics, so held-out quality must match serial's to float tolerance;
     #: "statistical" - a different algorithm (federated averaging, histogram forests, Spark),
     #: so quality must be within a margin derived from serial's seed-to-seed spread;
     #: "baseline" - this is what the others are compared with.

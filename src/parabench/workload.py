@@ -76,7 +76,7 @@ class Workload(ABC):
     requires: ClassVar[frozenset[str]] = frozenset()
     #: profile -> standard deviation of the serial baseline's held-out quality across seeds
     #: (measured and stated in the workload's module); sets the margin that methods with
-    #: statistical parity must stay within (see :mod:`parabench.sweep.parity`)
+    #: statistical parity must stay within (see :mod:`parabench.analysis.parity`)
     seed_spread: ClassVar[dict[str, float]] = {}
     #: held-out quality serial reaches at the quick profile in 3 epochs (measured, listed in
     #: the README); ``--target-quality default`` derives the target from it (parabench.case.target)

@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
+from parabench.analysis.parity import tolerance
+from parabench.analysis.ratios import parity_holds, quality_gap, speedup
 from parabench.case.lifecycle import StartedCase
 from parabench.registry import methods
-from parabench.sweep.compare import parity_holds, quality_gap, speedup
-from parabench.sweep.parity import tolerance
 from parabench.sweep.plan import BenchCase
 
 pytestmark = pytest.mark.cpu

@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
+from parabench.analysis.ratios import BASELINE_METHOD as BASELINE
+from parabench.analysis.ratios import efficiency, speedup
 from parabench.case.lifecycle import StartedCase
 from parabench.registry import methods, workloads
-from parabench.sweep.compare import BASELINE_METHOD as BASELINE
-from parabench.sweep.compare import efficiency, speedup
 from parabench.sweep.plan import BenchCase
 
 pytestmark = pytest.mark.cpu

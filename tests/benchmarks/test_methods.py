@@ -12,7 +12,7 @@ session started, warmed up by one epoch and calibrated by a warm-up window outsi
 region: the same window as ``parabench run``'s. Each round is one window. Windows of two methods
 may hold different numbers of steps (each calibrates its own N), so every figure is per sample:
 ``samples_per_s`` is the median of the rounds' samples/s with its 95 % bootstrap interval
-``samples_per_s_ci`` (:func:`parabench.sweep.stats.median_ci`), and the ratios compare seconds
+``samples_per_s_ci`` (:func:`parabench.analysis.stats.median_ci`), and the ratios compare seconds
 per sample (equal work). ``benchmark.extra_info`` also holds ``window_steps``, ``window_unit``,
 ``window_s_median``, ``epoch_s_equivalent`` (an epoch's samples at the median rate, as
 :attr:`parabench.case.result.Result.median_epoch_s`), ``speedup`` (vs serial with the same
@@ -21,7 +21,7 @@ worker, / workers), each with its named baseline (``speedup_baseline``, ``scalin
 start-up, peak memory, quality and the quality gap to serial, so ``--benchmark-json`` is a
 full record. A serial run a ratio needs that the selection did not time is measured here,
 untimed, from windows too.
-The figures come from :mod:`parabench.sweep.compare` (:func:`~parabench.sweep.compare.ratios`,
+The figures come from :mod:`parabench.analysis.ratios` (:func:`~parabench.analysis.ratios.ratios`,
 as in ``parabench run``'s table); ``quality_gap_vs_serial`` is its ``quality_shortfall``
 (positive: worse than serial). Cases are grouped by workload (``benchmark.group``), and their
 ``params`` are JSON (a BenchCase is a named tuple), so ``pytest-benchmark compare`` compares
@@ -39,12 +39,12 @@ from typing import Any
 
 import pytest
 
+from parabench.analysis.ratios import CaseKey, baseline_of, is_baseline, quality_shortfall, ratios
+from parabench.analysis.stats import median_ci
 from parabench.case.lifecycle import StartedCase
 from parabench.case.measure import TreeSampler
 from parabench.registry import workloads
-from parabench.sweep.compare import CaseKey, baseline_of, is_baseline, quality_shortfall, ratios
 from parabench.sweep.plan import BenchCase, bench_cases
-from parabench.sweep.stats import median_ci
 
 ROUNDS = 10  # fewer (down to MIN_ROUNDS) when a window is slow, to stay near ROUND_BUDGET_S
 MIN_ROUNDS = 5
@@ -69,7 +69,7 @@ def profile(benchmark: Any) -> str:
 
 
 def _key(case: BenchCase, profile: str, threads: int) -> CaseKey:
-    """The case's key as :func:`parabench.sweep.compare.ratios` reads it."""
+    """The case's key as :func:`parabench.analysis.ratios.ratios` reads it."""
     return CaseKey(case.workload, case.method, case.device, case.workers, "-", profile, "-",
                    threads)
 

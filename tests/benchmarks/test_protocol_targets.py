@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
+from parabench.analysis.stats import ci_half_pct
 from parabench.case.result import Result, read_results
 from parabench.registry import workloads
-from parabench.sweep.stats import ci_half_pct
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch, pytest.mark.slow]
 

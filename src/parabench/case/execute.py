@@ -169,7 +169,7 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
         **m,
     )
     if rates := result.window_rates:
-        from parabench.sweep.stats import median_ci
+        from parabench.analysis.stats import median_ci
 
         ci = median_ci(rates)
         return dataclasses.replace(result, samples_per_s=statistics.median(rates),

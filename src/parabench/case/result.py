@@ -59,7 +59,7 @@ class Result:
     #: without windows: samples per epoch over the median steady epoch)
     samples_per_s: float | None = None
     #: 95 % bootstrap confidence interval [low, high] of ``samples_per_s`` (None: fewer than
-    #: two steady windows); see parabench.sweep.stats.median_ci
+    #: two steady windows); see parabench.analysis.stats.median_ci
     samples_per_s_ci: list[float] | None = None
     #: every speed window in order, the warm-up one(s) first (parabench.case.lifecycle): its
     #: seconds and the samples it trained (all ranks)
@@ -91,10 +91,10 @@ class Result:
     #: energy (see parabench.case.energy): source, joules_per_epoch, joules_per_sample (steady
     #: epochs), by_source; null joules with the reason when no counter is readable here
     energy: dict[str, Any] | None = None
-    #: comparison with the serial baseline (see parabench.sweep.parity): status ok / failed /
+    #: comparison with the serial baseline (see parabench.analysis.parity): status ok / failed /
     #: not-applicable, gap, tolerance, baseline
     parity: dict[str, Any] | None = None
-    #: exact parity's evidence (see parabench.sweep.trajectory): the per-step training loss
+    #: exact parity's evidence (see parabench.analysis.trajectory): the per-step training loss
     #: of the first ``steps`` steps and a weight digest after them, from serial's initial
     #: weights and data order
     trace: dict[str, Any] | None = None

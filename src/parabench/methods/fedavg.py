@@ -26,7 +26,7 @@ serial epoch reach serial's quality on IID and non-IID splits (:mod:`parabench.t
 
 FedAvg is not serial's mathematics (K > 1 clients drift apart between averages), so
 ``parity = "statistical"``: held-out quality must come within
-``SPREAD_FACTOR x seed_spread[profile]`` of serial's (see :mod:`parabench.sweep.parity`).
+``SPREAD_FACTOR x seed_spread[profile]`` of serial's (see :mod:`parabench.analysis.parity`).
 With ``--clients 1`` it is serial exactly.
 """
 

@@ -1,8 +1,8 @@
-"""Many cases: the plan of a grid, running it, results, comparisons and reports.
+"""Many cases: the plan of a grid, running it, and what is drawn from results.
 
 * :mod:`~parabench.sweep.plan` - a grid expanded into cases with skip reasons and markers.
 * :mod:`~parabench.sweep.run` - every case of a plan run isolated, results appended.
-* :mod:`~parabench.sweep.parity` - does a result match its baseline?
-* :mod:`~parabench.sweep.report`, :mod:`~parabench.sweep.site`, :mod:`~parabench.sweep.diff` -
-  the table, the HTML report, and two result files compared.
+* :mod:`~parabench.sweep.report`, :mod:`~parabench.sweep.site`,
+  :mod:`~parabench.sweep.tensorboard` - the table, the HTML report and TensorBoard, all
+  reading results through :mod:`parabench.analysis`.
 """

@@ -19,7 +19,7 @@ method *supports* at its default worker counts, profile-free; ``$PARABENCH_WORKL
 :func:`case_markers`, whose markers come from :data:`parabench.hardware.REQUIREMENTS`.
 Baselines come first, so every later case can be checked against them. When a sweep selects
 the baseline method, it also gets the baseline runs its ratios need
-(:func:`parabench.sweep.compare.ratios`): for each runnable case of ``w`` workers x ``t``
+(:func:`parabench.analysis.ratios.ratios`): for each runnable case of ``w`` workers x ``t``
 threads, the baseline at ``w x t`` threads (speedup at equal cores) and at ``t`` threads
 (scaling efficiency), at the same workload, device, batch, options and repeat. The run at the
 grid's own threads stays last, so it is the one parity checks against, as before.
@@ -65,10 +65,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from parabench import hardware
+from parabench.analysis.ratios import BASELINE_METHOD, baseline_of, baseline_threads, is_baseline
 from parabench.case.target import resolve_target
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
 from parabench.registry import methods, workloads
-from parabench.sweep.compare import BASELINE_METHOD, baseline_of, baseline_threads, is_baseline
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,8 +21,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from parabench.analysis.stats import rate_text, windows_text
 from parabench.case.result import Result
-from parabench.sweep.stats import rate_text, windows_text
 
 
 def _clock(seconds: float) -> str:

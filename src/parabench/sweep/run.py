@@ -11,7 +11,7 @@ latter are recorded as ``skipped`` without starting anything. ``resume`` skips c
 identity is already recorded ``ok`` in ``out`` and returns those recorded results in their place.
 
 Each result written carries its ratios in ``extra["ratios"]`` (:func:`with_ratios`): speedup and
-scaling efficiency (:func:`parabench.sweep.compare.ratios`) with the baseline runs they are
+scaling efficiency (:func:`parabench.analysis.ratios.ratios`) with the baseline runs they are
 against, or the hint naming a missing one, as the table shows them. The planner puts the
 baselines first, so a case's baselines of this sweep have finished when it is written; a
 baseline configuration this sweep does not run comes from the results already in ``out``.
@@ -23,15 +23,15 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from parabench.analysis.figures import group_key, median_times, seconds_per_sample
+from parabench.analysis.parity import assess
+from parabench.analysis.ratios import is_baseline, ratios
 from parabench.case.execute import skipped
 from parabench.case.isolate import run_isolated
 from parabench.case.result import Result, append_result, read_results
 from parabench.case.tempdirs import runner_tempdir
-from parabench.sweep.compare import is_baseline, ratios
-from parabench.sweep.parity import assess
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
-from parabench.sweep.recommend import group_key, median_times, seconds_per_sample
 
 # the planner's names, where callers knew them, and with_ratios
 __all__ = ["Case", "Grid", "plan", "run_grid", "with_ratios"]
@@ -39,7 +39,7 @@ __all__ = ["Case", "Grid", "plan", "run_grid", "with_ratios"]
 
 def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Result] = ()
                 ) -> Result:
-    """``result`` with ``extra["ratios"]`` (:meth:`~parabench.sweep.compare.Ratios.as_dict`).
+    """``result`` with ``extra["ratios"]`` (:meth:`~parabench.analysis.ratios.Ratios.as_dict`).
 
     Its own median steady seconds per sample against the baseline runs' medians: those of
     ``swept`` (this sweep's results so far), else of ``earlier`` (results already in the output

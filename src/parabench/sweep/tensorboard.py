@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from parabench.analysis.figures import peak_memory
 from parabench.case.result import Result
-from parabench.sweep.recommend import peak_memory
 
 
 def _modules() -> tuple[Any, Any, Any]:

@@ -39,7 +39,7 @@ nothing). A distributed epoch's components are its slowest rank's
 Precision: ``fp32`` (default), or ``bf16`` / ``fp16`` autocast around forward and loss
 (``fp16`` with a gradient scaler, CUDA only).
 
-The trace (exact parity, :mod:`parabench.sweep.trajectory`): with ``loop.trace_steps = K``
+The trace (exact parity, :mod:`parabench.analysis.trajectory`): with ``loop.trace_steps = K``
 and ``loop.digest_fn`` set, the first epoch this loop trains keeps its first K losses and, right
 after step K, calls ``digest_fn`` (:func:`weight_digest` of the unwrapped model; on every rank,
 since FSDP's is a collective). Its seconds (``trace_s``, after a device sync) are left out
@@ -304,7 +304,7 @@ def _piece(losses: list[torch.Tensor], n: int, batch_size: int,
 
 def trace_steps(n: int, global_batch: int) -> int:
     """K: TRACE_STEPS, or the steps of one epoch when it has fewer (the same for every method)."""
-    from parabench.sweep.trajectory import TRACE_STEPS  # a constant of the trace format
+    from parabench.analysis.trajectory import TRACE_STEPS  # a constant of the trace format
 
     return min(TRACE_STEPS, -(-n // global_batch))
 

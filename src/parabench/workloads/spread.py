@@ -6,7 +6,7 @@ Usage::
     entry = seed_spread("mlp", "tiny", epochs=1)   # SpreadEntry(std=...) or None if unmeasured
     entry.std, entry.source      # 0.018, "seed_spread.json: <command> (<date>), 1 epoch(s)"
 
-Statistical parity (:mod:`parabench.sweep.parity`) accepts a method within
+Statistical parity (:mod:`parabench.analysis.parity`) accepts a method within
 ``SPREAD_FACTOR x std`` of serial. The figures are *measured*, never guessed: they live in
 ``seed_spread.json`` beside this module (shipped as package data), written by
 ``scripts/seed_spread.py``, which runs serial over several seeds through the real harness and

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parabench.case.result import Result
-from parabench.sweep.compare import is_baseline, throughput_speedup
-from parabench.sweep.recommend import (
+from parabench.analysis.ratios import is_baseline, throughput_speedup
+from parabench.analysis.recommend import (
     Candidate,
     Recommendation,
     baseline_for,
@@ -27,8 +26,9 @@ from parabench.sweep.recommend import (
     describe,
     recommend,
 )
+from parabench.analysis.stats import amdahl_fit
+from parabench.case.result import Result
 from parabench.sweep.report import Row, format_table, not_applicable, summarize
-from parabench.sweep.stats import amdahl_fit
 
 SAMPLES_NOTE = (
     "Significance and CIs use independent repeats when a case has two or more (per-repeat "

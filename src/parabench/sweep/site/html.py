@@ -15,10 +15,10 @@ import base64
 from html import escape
 from pathlib import Path
 
-from parabench.sweep.recommend import memory_cell
+from parabench.analysis.figures import memory_cell
+from parabench.analysis.stats import rate_text
 from parabench.sweep.report import Row, windows_phrase
 from parabench.sweep.site.build import SAMPLES_NOTE, SPEED_NOTE, ReportData, Scope
-from parabench.sweep.stats import rate_text
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2em auto;

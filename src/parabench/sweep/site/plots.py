@@ -22,10 +22,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from parabench.analysis.ratios import is_baseline, throughput_speedup
+from parabench.analysis.recommend import Candidate, baseline_for
+from parabench.analysis.stats import amdahl_fit, median_ci
 from parabench.case.result import Result
-from parabench.sweep.compare import is_baseline, throughput_speedup
-from parabench.sweep.recommend import Candidate, baseline_for
-from parabench.sweep.stats import amdahl_fit, median_ci
 
 COMPONENT_ORDER = ("data", "forward", "backward", "optimizer", "communication", "idle")
 COLORS = {"data": "#8c8c8c", "forward": "#4c72b0", "backward": "#dd8452",
@@ -71,7 +71,7 @@ def throughput_errors(cands: list[Candidate],
     """Asymmetric error bars [[below...], [above...]] of each candidate's throughput / its ref
     (one for all, or one per candidate): the 95 % bootstrap CI of its median over its samples
     (steady windows of one run, or the repeats' figures:
-    :func:`parabench.sweep.stats.throughput_samples`); 0 where none."""
+    :func:`parabench.analysis.stats.throughput_samples`); 0 where none."""
     below, above = [], []
     per = ref if isinstance(ref, list) else [ref] * len(cands)
     for c, r in zip(cands, per, strict=True):

@@ -10,9 +10,9 @@ configuration with its ok results. Candidates are ranked by median throughput. O
 candidate whose parity holds ("ok", or the serial baseline itself) can be recommended; faster
 candidates that failed parity, or whose parity was never checked (no serial case to compare
 with), are listed as such. Speedup is against the serial candidate with the same total cores
-(workers x threads), batch and data options (:func:`parabench.sweep.compare.find_baseline`; no
+(workers x threads), batch and data options (:func:`parabench.analysis.ratios.find_baseline`; no
 other run stands in), with a bootstrap CI over the samples of both (see
-:mod:`parabench.sweep.stats`). A recommendation measured only on a busy machine (load above
+:mod:`parabench.analysis.stats`). A recommendation measured only on a busy machine (load above
 the cores in use, ``Result.machine["busy"]``) says so. The runner-up is the best qualifying
 candidate of another method; the two differ significantly when a two-sided Mann-Whitney test
 gives p < 0.05.
@@ -26,10 +26,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from parabench.case.result import Result
-from parabench.sweep.compare import (
+from parabench.analysis.figures import (
+    BUSY_WARNING,
+    group_key,
+    is_busy,
+    median_times,
+    options_label,
+    peak_memory,
+    seconds_per_sample,
+)
+from parabench.analysis.ratios import (
     BASELINE_OPTIONS,
-    CaseKey,
     data_options,
     find_baseline,
     is_baseline,
@@ -37,7 +44,7 @@ from parabench.sweep.compare import (
     throughput_speedup,
     total_cores,
 )
-from parabench.sweep.stats import (
+from parabench.analysis.stats import (
     ALPHA,
     Samples,
     can_be_significant,
@@ -45,72 +52,11 @@ from parabench.sweep.stats import (
     ratio_ci,
     throughput_samples,
 )
+from parabench.case.result import Result
 
 __all__ = ["BASELINE_OPTIONS", "Candidate", "Recommendation", "baseline_for", "candidates",
            "data_options", "describe", "group_key", "median_times", "options_label", "parity_cell",
            "parity_text", "recommend", "seconds_per_sample"]
-
-
-def options_label(r: Result) -> str:
-    opts = (r.config or {}).get("options", {})
-    return " ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k != "data_dir") or "-"
-
-
-def group_key(r: Result) -> CaseKey:
-    """(workload, method, device, workers, batch, profile, options, threads): repeats share it."""
-    batch = "-" if r.batch_size is None else str(r.batch_size)
-    return CaseKey(r.workload, r.method, r.device, r.workers, batch, r.profile,
-                   options_label(r), r.threads_per_worker)
-
-
-def median_times(results: Iterable[Result]) -> dict[CaseKey, float]:
-    """Median steady seconds per training sample per configuration (:func:`group_key`), ok
-    results only: the times :func:`parabench.sweep.compare.ratios` divides. Per sample, not
-    per epoch, so ratios compare equal work: a fedavg epoch is every client processing
-    serial's samples (2x the samples at 2 clients), and its speedup is the throughput ratio
-    the report's scaling plot draws. A result that does not know its epoch's samples has no
-    time here (no ratio), never an epoch time among per-sample ones."""
-    times: dict[CaseKey, list[float]] = defaultdict(list)
-    for r in results:
-        if (t := seconds_per_sample(r)) is not None:
-            times[group_key(r)].append(t)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
-def seconds_per_sample(r: Result) -> float | None:
-    """An ok result's steady seconds per training sample (None: not ok, or unknown)."""
-    if r.status != "ok" or (t := r.median_epoch_s) is None or not r.samples_per_epoch:
-        return None
-    return t / r.samples_per_epoch
-
-
-#: how a recommendation from busy-only measurements is qualified
-BUSY_WARNING = "measured only on a busy machine (load above the cores in use)"
-
-
-def is_busy(r: Result) -> bool:
-    """Measured on a busy machine (``Result.machine["busy"]``, recorded around the case)."""
-    return bool((r.machine or {}).get("busy"))
-
-
-#: how a memory figure that is an RSS sum (no PSS: unreadable, or an older result) is marked
-RSS_MARK = " rss"
-
-
-def peak_memory(rs: Iterable[Result]) -> tuple[float | None, bool]:
-    """The median peak memory of ``rs`` (:attr:`Result.peak_mb`: the PSS sum, else the RSS
-    sum) and whether any of them is RSS only (shared pages counted once per process). The
-    one place the table, recommend, the site and TensorBoard read memory from."""
-    rs = [r for r in rs if r.peak_mb is not None]
-    if not rs:
-        return None, False
-    return (statistics.median(r.peak_mb for r in rs),  # type: ignore[type-var]
-            any(r.peak_pss_mb is None for r in rs))
-
-
-def memory_cell(mb: float | None, is_rss: bool) -> str:
-    """``1,234`` (PSS) or ``1,234 rss``; ``-`` when not recorded."""
-    return "-" if mb is None else f"{mb:,.0f}" + (RSS_MARK if is_rss else "")
 
 
 def _median(values: Iterable[float | None]) -> float | None:

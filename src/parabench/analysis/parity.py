@@ -12,7 +12,7 @@ math, but data_dir and precision do), on the same device when there is one, else
 which are compared with ``tf_serial`` (the same Keras model and loop without distribution).
 
 ``gap`` is the method's quality minus serial's, signed so that positive means better (the
-convention of :mod:`parabench.sweep.compare`, which does this arithmetic).
+convention of :mod:`parabench.analysis.ratios`, which does this arithmetic).
 Parity fails when the method is worse than serial by more than the tolerance:
 
 * methods with ``parity = "exact"`` (DDP, FSDP, pipeline, sklearn backends, seed-replicated
@@ -24,7 +24,7 @@ Parity fails when the method is worse than serial by more than the tolerance:
   float tolerance after several steps (the tests check weights, far more strictly). The
   failures this must catch (a run stuck at chance, an unsharded or un-averaged run that
   diverges) are gaps of tenths. When both runs recorded a trajectory (torch) it decides
-  instead, two-sided (:mod:`parabench.sweep.trajectory`), and the quality tolerance remains
+  instead, two-sided (:mod:`parabench.analysis.trajectory`), and the quality tolerance remains
   as a second check on the held-out evaluation, which the trajectory does not cover.
 * methods with ``parity = "statistical"`` (federated averaging, histogram forests, Spark)
   run another algorithm: tolerance is :data:`SPREAD_FACTOR` x the serial baseline's own
@@ -53,9 +53,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from parabench.case.result import Result
-from parabench.registry import methods
-from parabench.sweep.compare import (  # the tolerances live with the arithmetic; named here too
+from parabench.analysis.ratios import (  # the tolerances live with the arithmetic; named here too
     EXACT_TOLERANCE,
     MIN_STATISTICAL_TOLERANCE,
     SPREAD_FACTOR,
@@ -65,7 +63,9 @@ from parabench.sweep.compare import (  # the tolerances live with the arithmetic
     parity_tolerance,
     quality_gap,
 )
-from parabench.sweep.trajectory import compare_traces
+from parabench.analysis.trajectory import compare_traces
+from parabench.case.result import Result
+from parabench.registry import methods
 from parabench.workloads.spread import missing_reason, seed_spread
 
 __all__ = ["EXACT_TOLERANCE", "FALLBACK_SPREAD", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR",
@@ -102,7 +102,7 @@ def spread_for(workload_name: str, profile: str, higher_is_better: bool = True,
     measured at ``epochs`` where it was (see :func:`~parabench.workloads.spread.seed_spread`).
 
     For a lower-is-better metric (a loss) the tolerance is relative to the baseline
-    (:func:`~parabench.sweep.compare.parity_tolerance`), so the spread is too: std / mean.
+    (:func:`~parabench.analysis.ratios.parity_tolerance`), so the spread is too: std / mean.
     """
     entry = seed_spread(workload_name, profile, epochs)
     if entry is None:
@@ -180,7 +180,7 @@ def exact_evidence(result: Result, base: Result) -> dict[str, Any] | None:
     """Exact parity's proof, two-sided (None when either side recorded none).
 
     Torch methods: the first steps' losses and the weights after them against serial's
-    (:mod:`parabench.sweep.trajectory`). Seed-exact forests: the held-out predictions digest
+    (:mod:`parabench.analysis.trajectory`). Seed-exact forests: the held-out predictions digest
     must be serial's and the quality gap exactly 0.
     """
     if result.trace and base.trace:

@@ -48,7 +48,7 @@ BASELINE_METHOD = "serial"
 BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
 
 #: parity tolerance of methods computing the same mathematics as their baseline (see
-#: :mod:`parabench.sweep.parity` for why this much)
+#: :mod:`parabench.analysis.parity` for why this much)
 EXACT_TOLERANCE = 0.015
 #: statistical parity: this many baseline seed-to-seed standard deviations ...
 SPREAD_FACTOR = 3.0

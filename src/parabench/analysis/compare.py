@@ -10,7 +10,7 @@ Cases are matched by identity (workload, method, device, workers, batch, profile
 epochs, seed; repeats are pooled; skipped cases are left out). For each pair the change is
 NEW's median throughput / BASE's; its significance is a two-sided Mann-Whitney test on the
 throughput samples of both sides (per-repeat throughputs with repeats, steady epochs
-otherwise: :mod:`parabench.sweep.stats`), with a bootstrap CI of the ratio. A pair *regresses*
+otherwise: :mod:`parabench.analysis.stats`), with a bootstrap CI of the ratio. A pair *regresses*
 when NEW is slower by more than the threshold AND the difference is significant, when parity
 held in BASE and fails in NEW, or when a case ok in BASE is failed / timeout / oom in NEW.
 """
@@ -21,9 +21,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from parabench.analysis.figures import group_key
+from parabench.analysis.stats import ALPHA, mann_whitney_p, ratio_ci, throughput_samples
 from parabench.case.result import FAILED_STATUSES, Result
-from parabench.sweep.recommend import group_key
-from parabench.sweep.stats import ALPHA, mann_whitney_p, ratio_ci, throughput_samples
 
 
 def parse_threshold(text: str) -> float:

@@ -1,0 +1,13 @@
+"""Analysis: the only reader of results. Every front end (the CLI table and answer, the
+report and site, TensorBoard, the torchrun launcher, pytest-benchmark and asv) calls it.
+
+* :mod:`~parabench.analysis.figures` - what a result or a group of repeats measured
+  (seconds per sample, peak memory, busy).
+* :mod:`~parabench.analysis.ratios` - speedup, scaling efficiency and their baselines.
+* :mod:`~parabench.analysis.parity` and :mod:`~parabench.analysis.trajectory` - does a
+  result match its baseline?
+* :mod:`~parabench.analysis.stats` - medians, bootstrap CIs, Mann-Whitney tests.
+* :mod:`~parabench.analysis.recommend` - which configuration to use.
+* :mod:`~parabench.analysis.summary` - the rows of the summary table.
+* :mod:`~parabench.analysis.compare` - two result files compared (``parabench compare``).
+"""

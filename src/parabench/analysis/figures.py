@@ -1,0 +1,83 @@
+"""Figures read from results: the one place a case's group, its time per sample, its busy
+flag and its peak memory are read, for the table, the answer, the site and TensorBoard.
+
+Usage::
+
+    times = median_times(results)           # {CaseKey: median seconds per training sample}
+    mb, is_rss = peak_memory(results)       # PSS sum, else RSS (marked)
+    print(memory_cell(mb, is_rss))
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+
+from parabench.analysis.ratios import CaseKey
+from parabench.case.result import Result
+
+__all__ = ["BUSY_WARNING", "RSS_MARK", "group_key", "is_busy", "median_times", "memory_cell",
+           "options_label", "peak_memory", "seconds_per_sample"]
+
+
+def options_label(r: Result) -> str:
+    opts = (r.config or {}).get("options", {})
+    return " ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k != "data_dir") or "-"
+
+
+def group_key(r: Result) -> CaseKey:
+    """(workload, method, device, workers, batch, profile, options, threads): repeats share it."""
+    batch = "-" if r.batch_size is None else str(r.batch_size)
+    return CaseKey(r.workload, r.method, r.device, r.workers, batch, r.profile,
+                   options_label(r), r.threads_per_worker)
+
+
+def median_times(results: Iterable[Result]) -> dict[CaseKey, float]:
+    """Median steady seconds per training sample per configuration (:func:`group_key`), ok
+    results only: the times :func:`parabench.analysis.ratios.ratios` divides. Per sample, not
+    per epoch, so ratios compare equal work: a fedavg epoch is every client processing
+    serial's samples (2x the samples at 2 clients), and its speedup is the throughput ratio
+    the report's scaling plot draws. A result that does not know its epoch's samples has no
+    time here (no ratio), never an epoch time among per-sample ones."""
+    times: dict[CaseKey, list[float]] = defaultdict(list)
+    for r in results:
+        if (t := seconds_per_sample(r)) is not None:
+            times[group_key(r)].append(t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def seconds_per_sample(r: Result) -> float | None:
+    """An ok result's steady seconds per training sample (None: not ok, or unknown)."""
+    if r.status != "ok" or (t := r.median_epoch_s) is None or not r.samples_per_epoch:
+        return None
+    return t / r.samples_per_epoch
+
+
+#: how a recommendation from busy-only measurements is qualified
+BUSY_WARNING = "measured only on a busy machine (load above the cores in use)"
+
+
+def is_busy(r: Result) -> bool:
+    """Measured on a busy machine (``Result.machine["busy"]``, recorded around the case)."""
+    return bool((r.machine or {}).get("busy"))
+
+
+#: how a memory figure that is an RSS sum (no PSS: unreadable, or an older result) is marked
+RSS_MARK = " rss"
+
+
+def peak_memory(rs: Iterable[Result]) -> tuple[float | None, bool]:
+    """The median peak memory of ``rs`` (:attr:`Result.peak_mb`: the PSS sum, else the RSS
+    sum) and whether any of them is RSS only (shared pages counted once per process). The
+    one place the table, recommend, the site and TensorBoard read memory from."""
+    rs = [r for r in rs if r.peak_mb is not None]
+    if not rs:
+        return None, False
+    return (statistics.median(r.peak_mb for r in rs),  # type: ignore[type-var]
+            any(r.peak_pss_mb is None for r in rs))
+
+
+def memory_cell(mb: float | None, is_rss: bool) -> str:
+    """``1,234`` (PSS) or ``1,234 rss``; ``-`` when not recorded."""
+    return "-" if mb is None else f"{mb:,.0f}" + (RSS_MARK if is_rss else "")

@@ -1,0 +1,212 @@
+"""The summary table's rows: one per configuration (workload, method, device, workers x
+threads, batch, profile, options), its repeats folded into medians, ratios, parity and the
+fastest mark. :mod:`parabench.sweep.report` draws them; what each column means is there.
+
+Usage::
+
+    rows = summarize(results, baselines=earlier_serial_results)
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from parabench.analysis.figures import group_key, is_busy, median_times, peak_memory
+from parabench.analysis.ratios import is_baseline, ratios, total_cores
+from parabench.analysis.recommend import parity_cell, recommend
+from parabench.analysis.stats import median_ci
+from parabench.case.result import Result
+
+#: the reason Method.check gives for a workload the method cannot train at all
+UNSUPPORTED_MARK = " does not support workload "
+REASON_WIDTH = 100
+TO_TARGET = "to target"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    workload: str
+    method: str
+    device: str
+    workers: int
+    batch_size: object
+    #: threads per worker (the group key's; 0 when unknown)
+    threads: int = 0
+    options: str
+    repeats: int
+    status: str
+    profile: str = "-"
+    epoch_s: float | None = None
+    epoch_iqr_s: float | None = None
+    samples_per_s: float | None = None
+    #: 95 % bootstrap CI of ``samples_per_s`` (see the module doc; None: figure alone)
+    samples_per_s_ci: tuple[float, float] | None = None
+    #: steady speed windows of a repeat (0: speed from epochs, an older result), their unit
+    #: ("steps", "fit", "round", "epoch") and steps per window (unit "steps")
+    windows: int = 0
+    window_unit: str = ""
+    window_steps: int | None = None
+    #: vs the baseline with the same total cores; ``baseline`` names that run
+    speedup: float | None = None
+    baseline: str | None = None
+    #: vs the baseline at ``threads`` threads, divided by the workers; ``scaling_baseline``
+    scaling_efficiency: float | None = None
+    scaling_baseline: str | None = None
+    #: what to run for a missing baseline (one hint per missing ratio)
+    missing: tuple[str, ...] = ()
+    #: False: every repeat's epoch time is its single epoch's, which includes the warm-up
+    steady: bool = True
+    #: "load X > cores in use Y" when measured on a busy machine; "" otherwise
+    busy: str = ""
+    quality: str = ""
+    parity: str = "-"
+    note: str = ""
+    #: peak memory, MB: the PSS sum over the case's processes, else RSS (``peak_is_rss``)
+    peak_mb: float | None = None
+    peak_is_rss: bool = False
+    peak_gpu_mb: float | None = None
+    #: the fastest configuration whose parity holds, in its workload/device/profile
+    fastest: bool = False
+    #: a skipped pair the method cannot run at all (summarised in one n/a line)
+    unsupported: bool = False
+    #: optional columns: header -> cell text
+    extra: dict[str, str] = field(default_factory=dict)
+    #: time-to-target mode (parabench.case.target): median training seconds to the target over the
+    #: repeats that reached it (None: not reached, or the mode is off); rows rank by it
+    to_target_s: float | None = None
+
+
+def _iqr(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[2] - q[0]
+
+
+def one_line(text: str, width: int = REASON_WIDTH) -> str:
+    """A reason as one table cell: first line only, shortened; the result keeps it all."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if len(lines) > 1 and len(first) < width:
+        first += " ..."
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
+def _busy(rs: list[Result], cores: int) -> str:
+    """'load 5.2 > cores in use 2' (with 'k/n repeats' when not all), or ''."""
+    busy = [r for r in rs if is_busy(r)]
+    if not busy:
+        return ""
+    # case/machine.py's keys (load_1m_*), and the plain names a hand-made result may carry
+    loads = [v for r in busy for k in ("load_1m_before", "load_1m_after", "load_before",
+                                       "load_after")
+             if isinstance(v := r.machine.get(k), int | float)]
+    others = [v for r in busy if isinstance(v := r.machine.get("other_cores"), int | float)]
+    cores = next((c for r in busy if isinstance(c := r.machine.get("cores_in_use"), int)), cores)
+    text = (f"load {max(loads):.1f} > cores in use {cores}" if loads
+            else f"busy (cores in use {cores})")
+    text += f", other processes used {max(others):.2f} cores" if others else ""
+    return text + (f", {len(busy)}/{len(rs)} repeats" if len(busy) < len(rs) else "")
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> list[Row]:
+    results = list(results)
+    groups: dict[tuple, list[Result]] = defaultdict(list)
+    for r in results:
+        groups[group_key(r)].append(r)
+    baselines = list(baselines)
+    all_times = {**median_times(baselines), **median_times(results)}  # this sweep's first
+    fastest = {rec.best.key for rec in recommend(results, baselines) if rec.best}
+    rows = []
+    for key, rs in groups.items():
+        workload, method, device, workers, batch, profile, options, threads = key
+        ok = [r for r in rs if r.status == "ok"]
+        ident = dict(workload=workload, method=method, device=device, workers=workers,
+                     batch_size=batch, options=options, profile=profile, threads=threads)
+        if not ok:
+            worst = rs[0]
+            rows.append(Row(**ident, repeats=len(rs), status=worst.status,
+                            note=one_line(worst.reason),
+                            unsupported=worst.status == "skipped"
+                            and UNSUPPORTED_MARK in worst.reason))
+            continue
+        times = [t for r in ok if (t := r.median_epoch_s) is not None]
+        qualities = [r.quality.value for r in ok if r.quality and r.quality.value is not None]
+        q_name = ok[0].quality.name if ok[0].quality else ""
+        figures = ratios(key, all_times)
+        failed = len(rs) - len(ok)
+        to_target_s, to_target = _to_target(ok)
+        rows.append(Row(
+            **ident, repeats=len(ok), status="ok", parity=parity_cell(r.parity for r in ok),
+            epoch_s=statistics.median(times) if times else None,
+            epoch_iqr_s=_iqr(times),
+            samples_per_s=_median(r.samples_per_s for r in ok), samples_per_s_ci=_speed_ci(ok),
+            **_window_fields(ok),
+            speedup=figures.speedup.value, baseline=figures.speedup.baseline,
+            scaling_efficiency=figures.scaling_efficiency.value,
+            scaling_baseline=figures.scaling_efficiency.baseline,
+            missing=tuple(figures.as_dict()["missing"]),
+            steady=any(_steady(r) for r in ok),
+            busy=_busy(ok, total_cores(workers, threads)),
+            quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
+            note=f"{failed} repeat(s) not ok" if failed else "",
+            **dict(zip(("peak_mb", "peak_is_rss"), peak_memory(ok), strict=True)),
+            peak_gpu_mb=_median(r.peak_gpu_mb for r in ok),
+            fastest=key in fastest,
+            extra={TO_TARGET: to_target} if to_target else {}, to_target_s=to_target_s,
+        ))
+    if any(TO_TARGET in r.extra for r in rows):  # time-to-target mode: fastest to it first
+        return sorted(rows, key=lambda r: (r.workload, r.device, r.profile,
+                                           r.to_target_s is None, r.to_target_s or 0.0,
+                                           r.method, r.workers, str(r.batch_size)))
+    return sorted(rows, key=lambda r: (r.workload, r.device, not is_baseline(r.method),
+                                       r.method, r.workers, str(r.batch_size), r.options))
+
+
+def _steady(r: Result) -> bool:
+    """Whether ``r.median_epoch_s`` is steady state: from windows, or from epochs after the
+    first (:attr:`Result.median_epoch_s`)."""
+    return bool(r.window_rates and r.samples_per_epoch) or len(r.epoch_s) > 1
+
+
+def _window_fields(ok: list[Result]) -> dict[str, object]:
+    """The row's windows, unit and steps: the first repeat that measured windows'."""
+    r = next((r for r in ok if r.window_rates), None)
+    if r is None:
+        return {}
+    window = r.window or {}
+    return {"windows": len(r.window_rates), "window_unit": window.get("unit", "steps"),
+            "window_steps": window.get("steps")}
+
+
+def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:
+    """The row's samples/s CI: over the repeats' figures with repeats, else the one run's
+    windows (its recorded CI, or computed from its windows); see the module doc."""
+    if len(ok) > 1:
+        ci = median_ci([r.samples_per_s for r in ok if r.samples_per_s])
+    else:
+        ci = ok[0].samples_per_s_ci or median_ci(ok[0].window_rates)
+    return (float(ci[0]), float(ci[1])) if ci else None
+
+
+def _to_target(ok: list[Result]) -> tuple[float | None, str]:
+    """Median train seconds to the target, and 'SEC (ep E, +START start)' or why not."""
+    runs = [t for r in ok if (t := r.time_to_target)]
+    hits = [t for t in runs if t.get("reached")]
+    if not hits:
+        return None, f"not reached ({runs[0]['epochs_run']} ep)" if runs else ""
+    train = statistics.median(t["train_s"] for t in hits)
+    text = f"{train:.2f}s (ep {statistics.median(t['epoch'] for t in hits):g}"
+    starts = [t["startup_s"] for t in hits if t.get("startup_s") is not None]
+    text += f", +{statistics.median(starts):.1f}s start)" if starts else ")"
+    if len(hits) < len(runs):
+        text += f" {len(hits)}/{len(runs)} reached"
+    return train, text
