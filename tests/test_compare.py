@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from parabench.analysis.compare import compare, parse_threshold
-from parabench.analysis.stats import mann_whitney_p
+from parabench.analysis.stats import mann_whitney_p, p_text
 from sweepdata import sweep, write
 
 pytestmark = pytest.mark.cpu
@@ -82,12 +82,41 @@ def test_threshold_parsing() -> None:
 
 
 def test_mann_whitney_matches_scipy_where_scipy_is_exact_or_tied() -> None:
+    """Small samples get the exact permutation p, ties included (scipy's exact method without
+    ties, its full permutation test with them); scipy's default with ties is the normal
+    approximation, which a small tied sample must not get."""
     scipy_stats = pytest.importorskip("scipy.stats")
+    np = pytest.importorskip("numpy")
+    exact = scipy_stats.PermutationMethod(n_resamples=np.inf)
     cases = [([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]), ([1.0, 5.0, 2.0, 8.0], [3.0, 4.0, 9.0]),
-             ([1.0, 1.0, 2.0, 3.0], [2.0, 3.0, 3.0, 4.0, 5.0]), ([0.5] * 3 + [0.7], [0.6] * 4)]
+             ([1.0, 1.0, 2.0, 3.0], [2.0, 3.0, 3.0, 4.0, 5.0]), ([0.5] * 3 + [0.7], [0.6] * 4),
+             ([1.0, 1.0, 2.0], [2.0, 3.0, 3.0])]
     for a, b in cases:
-        ref = scipy_stats.mannwhitneyu(a, b, alternative="two-sided").pvalue
+        ref = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method=exact).pvalue
         assert mann_whitney_p(a, b) == pytest.approx(ref, abs=1e-9)
+    # large samples keep the normal approximation, tied or not
+    a, b = [float(i % 7) for i in range(40)], [float(i % 5) + 0.5 for i in range(40)]
+    ref = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
+    assert mann_whitney_p(a, b) == pytest.approx(ref, abs=1e-9)
+
+
+def test_three_tied_against_three_can_never_be_significant() -> None:
+    """3 vs 3 has 20 equally likely splits, so the smallest two-sided p is 2/20 = 0.1, ties or
+    not; the normal approximation used to call the fully separated tied case p = 0.05."""
+    assert mann_whitney_p([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]) == pytest.approx(0.1)
+    assert mann_whitney_p([1.0, 1.0, 2.0], [3.0, 3.0, 3.0]) == pytest.approx(0.1)
+    assert mann_whitney_p([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(("p", "text"), [
+    (0.0504, "p=0.0504"), (0.04996, "p=0.04996"), (0.05, "p=0.05"), (0.333, "p=0.33"),
+    (0.0123, "p=0.01"), (0.0002, "p<0.001"), (0.0496, "p=0.0496"), (0.051, "p=0.051"),
+])
+def test_a_printed_p_never_reads_as_crossing_the_threshold(p: float, text: str) -> None:
+    assert p_text(p) == text
+    if text.startswith("p="):
+        shown = float(text.removeprefix("p="))
+        assert (shown < 0.05) == (p < 0.05) and (shown != 0.05 or p == 0.05)
 
 
 def test_cases_are_matched_on_the_same_work_and_skips_are_left_out() -> None:

@@ -22,7 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from parabench.analysis.figures import group_key
-from parabench.analysis.stats import ALPHA, mann_whitney_p, ratio_ci, throughput_samples
+from parabench.analysis.stats import (
+    ALPHA,
+    mann_whitney_p,
+    p_text,
+    ratio_ci,
+    throughput_samples,
+)
 from parabench.case.result import FAILED_STATUSES, Result
 
 
@@ -155,7 +161,8 @@ def format_comparison(cmp: Comparison) -> str:
         ratio = "-" if c.ratio is None else f"{c.ratio:.3f}x" + (
             f" ({c.ratio_ci[0]:.3f}-{c.ratio_ci[1]:.3f})" if c.ratio_ci else "")
         rows.append((_case(c.key), c.base_status, c.new_status, ratio,
-                     "-" if c.p_value is None else f"{c.p_value:.3f}", c.samples or "-",
+                     "-" if c.p_value is None else p_text(c.p_value).removeprefix("p="),
+                     c.samples or "-",
                      "-" if c.quality_delta is None else f"{c.quality_delta:+.4f}",
                      f"{c.base_parity}->{c.new_parity}", c.verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]

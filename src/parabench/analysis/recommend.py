@@ -49,6 +49,7 @@ from parabench.analysis.stats import (
     Samples,
     can_be_significant,
     mann_whitney_p,
+    p_text,
     ratio_ci,
     throughput_samples,
 )
@@ -313,7 +314,7 @@ def describe(rec: Recommendation) -> list[str]:
                 " p < 0.05: run more --repeats or --windows")
             lines.append(f"  runner-up: {r.label()}, {r.throughput:,.0f} samples/s "
                          f"({r.throughput / b.throughput:.2f}x the best); difference {verdict}"
-                         f" (Mann-Whitney p={rec.runner_up_p:.2f}{why})")
+                         f" (Mann-Whitney {p_text(rec.runner_up_p)}{why})")
     for c in rec.failed_faster:
         gap = (f": quality gap {c.parity_gap:+.3f} beyond tolerance {c.parity_tolerance:.3f}"
                if c.parity_gap is not None and c.parity_tolerance is not None

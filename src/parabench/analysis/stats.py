@@ -18,7 +18,6 @@ reports say which was used (``Samples.unit``).
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 import statistics
@@ -127,44 +126,59 @@ def _u_statistic(a: Sequence[float], b: Sequence[float]) -> float:
     return sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in b)
 
 
-@functools.cache
-def _u_counts(m: int, n: int) -> tuple[int, ...]:
-    """Number of orderings of m + n distinct values giving each U = 0 .. m * n.
+#: the largest number of equally likely assignments enumerated exactly (C(m + n, m))
+EXACT_LIMIT = 10**7
 
-    The largest value is either one of the m (it beats all n others: U shifts by n) or one
-    of the n (it adds nothing): f(m, n, k) = f(m - 1, n, k - n) + f(m, n - 1, k).
+
+def _exact_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided permutation p of U: twice the smaller tail, over the C(m + n, m) equally
+    likely ways to split the pooled values into samples of sizes m and n, of U at or beyond
+    the observed one (scipy's convention). Ties are kept (a tie counts half in U), so this
+    is exact with ties too, where the normal approximation overstates small-sample evidence.
+
+    Dynamic programming over the groups of equal values: taking k of a group of t into the
+    first sample, in C(t, k) ways, adds k times the group's doubled midrank to twice its rank
+    sum (integers throughout).
     """
-    if m == 0 or n == 0:
-        return (1,)
-    counts = [0] * (m * n + 1)
-    for k, c in enumerate(_u_counts(m - 1, n)):
-        counts[k + n] += c
-    for k, c in enumerate(_u_counts(m, n - 1)):
-        counts[k] += c
-    return tuple(counts)
-
-
-def _exact_cdf(u: int, m: int, n: int) -> float:
-    """P(U <= u) for sample sizes m, n without ties."""
-    counts = _u_counts(m, n)
-    return sum(counts[: u + 1]) / sum(counts)
+    m, n = len(a), len(b)
+    values = sorted([*a, *b])
+    groups: list[tuple[int, int]] = []  # (size, doubled midrank)
+    i = 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        groups.append((j - i, i + 1 + j))  # midrank (i+1 + j) / 2, doubled
+        i = j
+    # ways[k][r2]: ways to put k values into the first sample with doubled rank sum r2
+    ways: list[dict[int, int]] = [{0: 1}] + [{} for _ in range(m)]
+    for size, rank2 in groups:
+        for k in range(m, 0, -1):
+            for take in range(1, min(size, k) + 1):
+                mult = math.comb(size, take)
+                for r2, c in ways[k - take].items():
+                    key = r2 + take * rank2
+                    ways[k][key] = ways[k].get(key, 0) + c * mult
+    # U = rank sum - m (m + 1) / 2, so 2U = r2 - m (m + 1): integers, compared exactly
+    observed = round(2 * _u_statistic(a, b))
+    low = sum(c for r2, c in ways[m].items() if r2 - m * (m + 1) <= observed)
+    high = sum(c for r2, c in ways[m].items() if r2 - m * (m + 1) >= observed)
+    return min(1.0, 2 * min(low, high) / math.comb(m + n, m))
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided Mann-Whitney U p-value; 1.0 without data or when all values are equal.
 
-    Exact for small samples without ties (as asv and scipy do); otherwise the normal
-    approximation with tie and continuity corrections. Written here because importing
-    scipy.stats costs seconds, more than a whole report.
+    Exact (the permutation distribution, ties included) while C(m + n, m) <= EXACT_LIMIT;
+    otherwise the normal approximation with tie and continuity corrections. Written here
+    because importing scipy.stats costs seconds, more than a whole report.
     """
     m, n = len(a), len(b)
     if not m or not n or len(set(a) | set(b)) == 1:
         return 1.0
+    if math.comb(m + n, m) <= EXACT_LIMIT:
+        return _exact_p(a, b)
     u = _u_statistic(a, b)
-    tied = len(set(a) | set(b)) < m + n
-    if not tied and m * n <= 400:
-        k = int(min(u, m * n - u))
-        return min(1.0, 2 * _exact_cdf(k, m, n))
     values = sorted([*a, *b])
     ties = [values.count(v) for v in set(values)]
     total = m + n
@@ -173,6 +187,20 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
         return 1.0
     z = (abs(u - m * n / 2) - 0.5) / math.sqrt(sigma2)
     return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def p_text(p: float, alpha: float = ALPHA) -> str:
+    """``p=0.031`` with as many digits as keep it on its own side of ``alpha``: a p just above
+    the threshold never prints as the threshold (0.0504 is ``p=0.0504``, not ``p=0.05``), and a
+    tiny one prints as ``p<0.001`` rather than a rounded ``p=0.00``; none prints as alpha
+    itself unless it is."""
+    if p < 0.001:
+        return "p<0.001"
+    for digits in range(2, 7):
+        shown = round(p, digits)
+        if (shown < alpha) == (p < alpha) and (shown != alpha or p == alpha) and shown > 0:
+            return f"p={shown:.{digits}f}"
+    return f"p={p:.6f}"
 
 
 def can_be_significant(n_a: int, n_b: int, alpha: float = ALPHA) -> bool:
