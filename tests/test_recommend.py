@@ -142,3 +142,22 @@ def test_speedup_needs_serial_with_the_same_total_cores() -> None:
                        result("ddp", 2, epochs(5.0))])
     assert rec.best.method == "ddp" and rec.speedup is None and rec.baseline is None
     assert "add --method serial --threads 2" in describe(rec)[0]
+
+
+def test_a_forest_recommendation_gets_its_speedup_over_the_one_thread_serial_fit() -> None:
+    """Serial fits a forest with n_jobs=1 whatever it is given, so its 1-thread run is the
+    serial 'with the same total cores' for the recommendation as for the table: with crafted
+    results where threads 2x1 is fastest, the answer used to say 'speedup unknown' and ask
+    for a serial run at 2 threads, which cannot help."""
+    results = [result("serial", 1, epochs(10.0), workload="random_forest", threads=1),
+               result("threads", 2, epochs(5.5), workload="random_forest", threads=1)]
+    [rec] = recommend(results)
+    assert rec.best is not None and rec.best.method == "threads"
+    assert rec.speedup == pytest.approx(10.0 / 5.5, rel=0.02)
+    text = "\n".join(describe(rec))
+    assert "speedup unknown" not in text and "1.82x serial's throughput" in text
+    # a torch workload keeps the same-total-cores rule: serial at 1 thread is no baseline
+    torch = [result("serial", 1, epochs(10.0), threads=1), result("ddp", 2, epochs(5.5))]
+    [rec] = recommend(torch)
+    assert rec.speedup is None
+    assert "add --method serial --threads 2" in "\n".join(describe(rec))

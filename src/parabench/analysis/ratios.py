@@ -162,7 +162,9 @@ def data_options(options: str) -> str:
 
 
 def find_baseline(key: CaseKey, pool: Iterable[tuple], threads: int) -> CaseKey | None:
-    """The baseline run of ``key`` at ``threads`` threads in ``pool``: equal work only."""
+    """The baseline run of ``key`` at ``threads`` threads in ``pool`` (as the baseline runs
+    it: :func:`baseline_threads`): equal work only."""
+    threads = baseline_threads(key.workload, baseline_of(key.method), threads)
     for c in sorted(CaseKey(*c) for c in pool):
         if (c.workload, c.method, c.device, c.workers, c.batch, c.profile, c.threads) == (
                 key.workload, baseline_of(key.method), key.device, 1, key.batch, key.profile,
@@ -179,6 +181,7 @@ def baseline_label(key: CaseKey) -> str:
 def missing_hint(key: CaseKey, threads: int) -> str:
     """What to run for a missing baseline, e.g. ``no serial at 2 threads: add ...``."""
     base = baseline_of(key.method)
+    threads = baseline_threads(key.workload, base, threads)
     batch = "" if key.batch == "-" else f" --batch-size {key.batch}"
     at = "" if key.batch == "-" else f" and batch {key.batch}"
     return (f"no {base} at {threads} thread{'s' if threads > 1 else ''}{at}: "
