@@ -25,7 +25,7 @@ window is warm-up (it also calibrates): it is recorded but left out of the stead
 ``steps`` is ``--steps N``, or picked so a window takes about ``WINDOW_TARGET_S`` from the
 warm-up window's time per step. Windows stop early (after ``MIN_WINDOWS``) once they have taken
 ``WINDOW_BUDGET_S``. Throughput is the median of the windows' samples/s with a 95 % bootstrap
-confidence interval (:func:`parabench.analysis.stats.median_ci`). The windows train on after the
+confidence interval (:func:`parabench.case.bootstrap.median_ci`). The windows train on after the
 quality was taken, on :func:`~parabench.torch.loop.window_order` (the same samples for every
 method), so they change neither the learning curve nor parity.
 
@@ -50,6 +50,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from parabench.case.bootstrap import ci_half_pct, median_ci
 from parabench.case.clock import Clock, now
 from parabench.case.energy import EnergyMeter
 from parabench.case.launcher import POOL, Launcher, launching
@@ -234,8 +235,6 @@ class CaseLifecycle:
 
     def ci_wide(self) -> bool:
         """Whether the steady windows' median CI is wider than CI_TARGET (either side)."""
-        from parabench.analysis.stats import ci_half_pct, median_ci
-
         rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
         if len(rates) < 2:
             return True

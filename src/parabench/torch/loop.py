@@ -57,7 +57,7 @@ from typing import Any
 import torch
 
 from parabench.case.clock import Clock, now
-from parabench.method import EpochStats
+from parabench.method import TRACE_STEPS, EpochStats
 
 COMPONENTS = ("data", "forward", "backward", "optimizer")
 #: projections (count-sketch buckets) per tensor in a weight digest: 16 keep the estimate of a
@@ -304,8 +304,6 @@ def _piece(losses: list[torch.Tensor], n: int, batch_size: int,
 
 def trace_steps(n: int, global_batch: int) -> int:
     """K: TRACE_STEPS, or the steps of one epoch when it has fewer (the same for every method)."""
-    from parabench.analysis.trajectory import TRACE_STEPS  # a constant of the trace format
-
     return min(TRACE_STEPS, -(-n // global_batch))
 
 
