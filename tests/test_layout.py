@@ -193,3 +193,109 @@ def test_only_the_case_clock_reads_a_timer(timer: str) -> None:
     readers = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                      if f"time.{timer}(" in p.read_text() or f"{timer}()" in p.read_text())
     assert readers in ([], ["case/clock.py"]), readers
+
+
+# --- one clock, also through helpers ---------------------------------------------------------
+
+#: the timers a figure is read from. Deadlines and time stamps (``time.monotonic`` for a
+#: timeout, ``time.time`` for an event's wall time, ``datetime``) are not figures: not checked.
+TIMERS = {"perf_counter", "perf_counter_ns", "process_time", "process_time_ns", "thread_time",
+          "thread_time_ns"}
+CLOCK = "parabench.case.clock"
+
+
+def _bound_modules(tree: ast.Module) -> dict[str, str]:
+    """Local name -> the module it is bound to (``import time``, ``from parabench.case import
+    clock``, ``import parabench.case.clock as c``)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(
+                    ".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for a in node.names:
+                out.setdefault(a.asname or a.name, f"{node.module}.{a.name}")
+    return out
+
+
+def _timer_names(tree: ast.Module, helpers: set[tuple[str, str]]) -> set[str]:
+    """Local names that are a timer here: imported timers of ``time`` and imported helpers."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for a in node.names:
+                if (node.module == "time" and a.name in TIMERS) or (node.module, a.name) in helpers:
+                    names.add(a.asname or a.name)
+    return names
+
+
+def _reads(node: ast.AST, timers: set[str], bound: dict[str, str],
+           helpers: set[tuple[str, str]]) -> bool:
+    """Whether ``node`` (a function, or a whole module) reads a timer, called or aliased."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id in timers:
+            return True
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            module = bound.get(n.value.id)
+            if (module == "time" and n.attr in TIMERS) or (module, n.attr) in helpers:
+                return True
+        if isinstance(n, ast.ImportFrom) and n.module == "time" and any(
+                a.name in TIMERS for a in n.names):
+            return True
+    return False
+
+
+def timer_readers(modules: dict[str, Path]) -> list[str]:
+    """Modules that read a timer: directly, or through a helper (a top-level function or
+    alias of any parabench module that reads one, found to a fixed point: a helper of a helper
+    counts). :data:`CLOCK`'s ``now`` is such a helper; its classes (Clock, Spans, Stopwatch)
+    are not, they are how the others time."""
+    trees = {name: ast.parse(path.read_text()) for name, path in modules.items()}
+    bound = {name: _bound_modules(tree) for name, tree in trees.items()}
+    helpers: set[tuple[str, str]] = set()
+    while True:
+        found = set(helpers)
+        for name, tree in trees.items():
+            timers = _timer_names(tree, helpers)
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    targets = [node.name]
+                elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    sides = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    targets = [t.id for t in sides if isinstance(t, ast.Name)]
+                else:
+                    continue
+                if _reads(node, timers, bound[name], helpers):
+                    found |= {(name, t) for t in targets}
+        if found == helpers:
+            break
+        helpers = found
+    return sorted(name for name, tree in trees.items()
+                  if _reads(tree, _timer_names(tree, helpers), bound[name], helpers))
+
+
+def test_the_timer_check_finds_planted_reads_through_helpers(tmp_path: Path) -> None:
+    files = {
+        "case/clock.py": "import time\n\n\ndef now():\n    return time.perf_counter()\n",
+        "case/ok.py": "from parabench.case.clock import Stopwatch\n\nw = Stopwatch()\n",
+        "forest/session.py": "from parabench.case.clock import now\n\n\ndef f():\n    t0 = now()\n",
+        "forest/helper.py": ("from time import perf_counter as pc\n\n\ndef tick():\n"
+                             "    return pc\n"),
+        "forest/user.py": "from parabench.forest import helper\n\nx = helper.tick()\n",
+        "torch/alias.py": "import time\n\nlater = time.process_time\n",
+        "torch/deadline.py": "import time\n\nend = time.monotonic() + 5\n",
+    }
+    modules = {}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+        modules["parabench." + rel[:-3].replace("/", ".")] = tmp_path / rel
+    assert timer_readers(modules) == [
+        "parabench.case.clock", "parabench.forest.helper", "parabench.forest.session",
+        "parabench.forest.user", "parabench.torch.alias"]
+
+
+def test_only_the_clock_reads_a_timer_also_through_a_helper() -> None:
+    """Everything else times through the clock's objects: Clock, Spans, Stopwatch."""
+    assert timer_readers(_modules()) == [CLOCK]

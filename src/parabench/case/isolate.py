@@ -34,7 +34,7 @@ from pathlib import Path
 
 import psutil
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.case.execute import skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.measure import TreeSampler
@@ -175,7 +175,7 @@ def run_isolated(
     timed_out = False
     oom_before = oom_kill_counts()
     watch = MachineWatch()
-    t0 = now()
+    elapsed = Stopwatch()
     with out_log.open("wb") as out, err_log.open("wb") as err:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
@@ -188,7 +188,7 @@ def run_isolated(
                         rc = proc.wait(timeout=0.2)
                         break
                     except subprocess.TimeoutExpired:
-                        if now() - t0 > config.timeout_s:
+                        if elapsed.seconds() > config.timeout_s:
                             timed_out = True
                             kill_case(proc.pid, sampler.seen)
                             rc = proc.wait()
@@ -197,7 +197,7 @@ def run_isolated(
                             on_tick(_tail(out_log))
             finally:  # also on Ctrl-C: nothing of the case may outlive the runner
                 kill_case(proc.pid, sampler.seen)
-    wall = now() - t0
+    wall = elapsed.seconds()
     measured = watch.finish(case_cpu_s=sampler.cpu_s)
 
     if result_path.exists():

@@ -51,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from parabench.case.bootstrap import ci_half_pct, median_ci
-from parabench.case.clock import Clock, now
+from parabench.case.clock import Clock, Stopwatch
 from parabench.case.energy import EnergyMeter
 from parabench.case.launcher import POOL, Launcher, launching
 from parabench.case.measure import tree_cpu_seconds
@@ -179,7 +179,7 @@ class CaseLifecycle:
         """
         say = say or (lambda _msg: None)
         session = self._started()
-        cpu0, wall0 = tree_cpu_seconds(os.getpid()), now()
+        cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         for epoch in range(epochs):
             stats = self.epoch()
             say(f"epoch {epoch + 1}/{epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
@@ -189,7 +189,7 @@ class CaseLifecycle:
                 if stop:
                     break
         eval_wall, eval_cpu = (sum(tracker.eval_s), tracker.eval_cpu_s) if tracker else (0, 0)
-        wall = now() - wall0 - eval_wall
+        wall = watch.seconds() - eval_wall
         cores = self.config.workers * session.threads_per_worker
         cpu = tree_cpu_seconds(os.getpid()) - cpu0 - eval_cpu
         return cpu / (wall * cores)

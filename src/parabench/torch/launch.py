@@ -45,7 +45,7 @@ import traceback
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.case.launcher import Launcher
 from parabench.case.pool import WorkerError, resolve_program
 from parabench.case.rank import RankContext, default_backend, init_group, set_threads
@@ -75,7 +75,7 @@ class TorchrunGroup:
         from parabench.case.measure import TreeSampler
 
         self.sampler = TreeSampler(os.getpid()).__enter__()  # this rank's PSS peak
-        t0 = now()
+        watch = Stopwatch()
         backend = default_backend(self.device)
         init_group(rank=self.rank, world_size=self.world_size, local_rank=self.local_rank,
                    device=self.device, backend=backend, timeout_s=self.timeout_s)
@@ -90,7 +90,7 @@ class TorchrunGroup:
             "pid": os.getpid(), "threads": self.ctx.threads, "host": socket.gethostname(),
             "device": str(self.ctx.torch_device()),
         })
-        self.startup_s = now() - t0
+        self.startup_s = watch.seconds()
         return self
 
     def call(self, name: str, /, **kwargs: Any) -> list[Any]:
@@ -284,13 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ["RANK"])
     from parabench.case.machine import MachineWatch
 
-    watch = MachineWatch() if rank == 0 else None
-    t0 = now()
+    machine_watch = MachineWatch() if rank == 0 else None
+    watch = Stopwatch()
     say = (lambda msg: print(msg, flush=True)) if rank == 0 else None
     # the one case lifecycle, with its ranks taken from torchrun instead of a spawned pool
     result = execute(config_from(args, threads), progress=say, launcher=TorchrunLauncher())
     if rank == 0:
-        result = finish(result, now() - t0, watch, policy_source)
+        result = finish(result, watch.seconds(), machine_watch, policy_source)
         append_result(args.out, result)
         print(f"{result.status}: {args.workload}/{args.method} x{result.workers} -> {args.out}"
               + (f" ({result.reason})" if result.reason else ""), flush=True)
