@@ -329,9 +329,9 @@ class Case(_Measured):
 class VersusSerial(_Measured):
     """The case against serial measured in the same session: hardware-normalised ratios.
 
-    The baselines are :func:`parabench.analysis.ratios.ratios`'s, at the same workload, device
-    and profile: serial with the same total cores (workers x threads) and serial at the
-    threads per worker.
+    The baselines are :func:`parabench.analysis.ratios.baseline_keys`'s, those
+    :func:`~parabench.analysis.ratios.ratios` reads, at the same workload, device and profile:
+    serial with the same total cores (workers x threads) and serial at the threads per worker.
 
     - ``track_slowdown_vs_serial`` (ratio, lower is better): 1 / speedup, the case's seconds
       per sample (median window) over serial's at the same total cores. 1 is no gain; 0.5 is
@@ -350,23 +350,30 @@ class VersusSerial(_Measured):
     def setup(self, cache: dict, workload: str, method: str, device: str, workers: int) -> None:
         case = _case(workload, method, device, workers)
         try:  # imported here: a commit without them still runs the other benchmarks
-            from parabench.analysis.ratios import CaseKey, baseline_of, quality_shortfall, ratios
+            from parabench.analysis.ratios import (
+                CaseKey,
+                baseline_keys,
+                quality_shortfall,
+                ratios,
+            )
         except ImportError as exc:
             raise NotImplementedError(f"this parabench has no compare.ratios: {exc}") from exc
         self.figures = measured(case)
         threads, profile = self.figures["threads"], _profile()
-        base = baseline_of(method)
+        key = CaseKey(workload, method, device, workers, "-", profile, "-", threads)
+        speed_base, scaling_base = baseline_keys(key)  # equal cores; threads per worker
+        base = speed_base.method
         if (baseline := _BY_KEY.get((workload, base, device, 1))) is None:
             raise NotImplementedError(f"no {base} baseline for {workload} on {device}")
         if (reason := baseline.skip_reason(profile)) is not None:
             raise NotImplementedError(f"{baseline.id}: {reason}")
-        key = CaseKey(workload, method, device, workers, "-", profile, "-", threads)
         times, self.baselines = {key: self.figures["seconds_per_sample"]}, {}
-        for n in (workers * threads, threads):  # equal cores; threads per worker
-            self.baselines[n] = figures = measured(baseline, threads=n)
-            times[key._replace(method=base, workers=1, threads=n)] = figures["seconds_per_sample"]
+        for base_key in (speed_base, scaling_base):
+            self.baselines[base_key.threads] = figures = measured(baseline,
+                                                                  threads=base_key.threads)
+            times[base_key] = figures["seconds_per_sample"]
         self.ratios = ratios(key, times)
-        self.serial = self.baselines[workers * threads]
+        self.serial = self.baselines[speed_base.threads]
         higher_is_better = workloads.get(workload).quality.higher_is_better
         self._gap = quality_shortfall(self.figures["quality"], self.serial["quality"],
                                       higher_is_better)

@@ -314,10 +314,11 @@ def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch
     from parabench.torch.launch import config_from, parse_args
 
     monkeypatch.setenv("WORLD_SIZE", "2")
-    base = ["--workload", "mlp", "--method", "ddp", "--out", "r.jsonl", "--epochs", "6"]
-    config = config_from(parse_args([*base, "--target-quality", "default"]), threads=1)
+    base = ["--workload", "mlp", "--method", "ddp", "--out", "r.jsonl"]  # parabench run's args
+    base_max = [*base, "--max-epochs", "6"]  # with a target, the cap is --max-epochs
+    config = config_from(parse_args([*base_max, "--target-quality", "default"]), threads=1)
     assert config.target_quality == pytest.approx(0.97 * 0.78) and config.epochs == 6
-    assert config_from(parse_args([*base, "--target-quality", "0.5"]), 1).target_quality == 0.5
+    assert config_from(parse_args([*base_max, "--target-quality", "0.5"]), 1).target_quality == 0.5
     assert config_from(parse_args(base), threads=1).target_quality is None
 
 

@@ -32,7 +32,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from parabench.case.target import DEFAULT as DEFAULT_TARGET
 from parabench.case.target import DEFAULT_MAX_EPOCHS
@@ -48,6 +48,9 @@ from parabench.cli_types import (
 )
 from parabench.config import DEVICES, PROFILES, ConfigError
 from parabench.registry import UnknownNameError
+
+if TYPE_CHECKING:
+    from parabench.sweep.plan import Grid
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_EPOCHS = 3
@@ -255,16 +258,14 @@ def cmd_env(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from parabench.case.result import FAILED_STATUSES
-    from parabench.engines.probe import check_external_engines
+def grid_from(args: argparse.Namespace) -> Grid:
+    """The grid ``parabench run``'s arguments ask for, checked before anything starts: the one
+    place they become one (torchrun's entry point, :mod:`parabench.torch.launch`, uses it too).
+    """
     from parabench.sweep import preflight
-    from parabench.sweep.plan import Grid, plan
-    from parabench.sweep.report import format_table, summarize
-    from parabench.sweep.run import run_grid
+    from parabench.sweep.plan import Grid
 
     preflight.check_timeout(args.timeout)
-    preflight.check_out(args.out)
     grid = Grid(
         workloads=args.workload, methods=args.method, devices=args.device,
         workers=args.workers, batch_sizes=args.batch_size, epochs=_epochs(args),
@@ -276,6 +277,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     preflight.check_options(grid)
     preflight.check_batch_sizes(grid)
+    return grid
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from parabench.case.result import FAILED_STATUSES
+    from parabench.engines.probe import check_external_engines
+    from parabench.sweep import preflight
+    from parabench.sweep.plan import plan
+    from parabench.sweep.report import format_table, summarize
+    from parabench.sweep.run import run_grid
+
+    preflight.check_timeout(args.timeout)  # before --out, as ever (grid_from checks it too)
+    preflight.check_out(args.out)
+    grid = grid_from(args)
     from parabench import cli_report
 
     if args.dry_run:

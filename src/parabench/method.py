@@ -38,6 +38,10 @@ from parabench.case.launcher import POOL, Launcher
 from parabench.config import RunConfig, available_cores
 from parabench.workload import Workload
 
+#: how many steps a session traces for exact parity (fewer when an epoch has fewer): part of
+#: the trace format that :mod:`parabench.analysis.trajectory` reads, fixed where it is recorded
+TRACE_STEPS = 20
+
 #: options that only mean something to mini-batch torch training
 TORCH_OPTIONS = ("num_workers", "pin_memory", "precision")
 

@@ -21,7 +21,8 @@ worker, / workers), each with its named baseline (``speedup_baseline``, ``scalin
 start-up, peak memory, quality and the quality gap to serial, so ``--benchmark-json`` is a
 full record. A serial run a ratio needs that the selection did not time is measured here,
 untimed, from windows too.
-The figures come from :mod:`parabench.analysis.ratios` (:func:`~parabench.analysis.ratios.ratios`,
+The baselines to measure and the figures come from :mod:`parabench.analysis.ratios`
+(:func:`~parabench.analysis.ratios.baseline_keys`, :func:`~parabench.analysis.ratios.ratios`,
 as in ``parabench run``'s table); ``quality_gap_vs_serial`` is its ``quality_shortfall``
 (positive: worse than serial). Cases are grouped by workload (``benchmark.group``), and their
 ``params`` are JSON (a BenchCase is a named tuple), so ``pytest-benchmark compare`` compares
@@ -39,7 +40,13 @@ from typing import Any
 
 import pytest
 
-from parabench.analysis.ratios import CaseKey, baseline_of, is_baseline, quality_shortfall, ratios
+from parabench.analysis.ratios import (
+    CaseKey,
+    baseline_keys,
+    is_baseline,
+    quality_shortfall,
+    ratios,
+)
 from parabench.analysis.stats import median_ci
 from parabench.case.lifecycle import StartedCase
 from parabench.case.measure import TreeSampler
@@ -104,15 +111,13 @@ def _warmup_window_s(started: StartedCase) -> float:
     return sum(s.seconds for s in lifecycle.windows[: lifecycle.warmup_windows])
 
 
-def _baseline(case: BenchCase, profile: str, threads: int, cache: dict,
+def _baseline(case: BenchCase, profile: str, key: CaseKey, cache: dict,
               windows: int) -> tuple[float, float]:
-    """The baseline at ``threads`` threads: timed already, or measured here (``windows``
-    steady windows, untimed by pytest-benchmark)."""
-    serial = BenchCase(workload=case.workload, method=baseline_of(case.method),
-                       device=case.device, workers=1)
-    key = _key(serial, profile, threads)
+    """The baseline run ``key`` (one of :func:`~parabench.analysis.ratios.baseline_keys`):
+    timed already, or measured here (``windows`` steady windows, untimed by pytest-benchmark)."""
+    serial = BenchCase(workload=case.workload, method=key.method, device=case.device, workers=1)
     if key not in cache:
-        config = serial.config(profile).replace(threads_per_worker=threads)
+        config = serial.config(profile).replace(threads_per_worker=key.threads)
         with StartedCase(config) as started:
             for _ in range(windows):
                 started.step()
@@ -141,9 +146,9 @@ def test_window(benchmark: Any, case: BenchCase, profile: str, baselines: dict) 
     if is_baseline(case.method):  # serial, and tf_serial for the tf_* methods
         baselines[key] = (speed["seconds_per_sample"], quality)
     windows = 1 if benchmark.disabled else BASELINE_WINDOWS  # smoke: prove it works, quickly
-    for n in (case.workers * threads, threads):  # equal cores; threads per worker
-        _baseline(case, profile, n, baselines, windows)
-    base_quality = _baseline(case, profile, case.workers * threads, baselines, windows)[1]
+    speed_base, scaling_base = baseline_keys(key)  # equal cores; threads per worker
+    base_quality = _baseline(case, profile, speed_base, baselines, windows)[1]
+    _baseline(case, profile, scaling_base, baselines, windows)
     per_sample = {k: t for k, (t, _) in baselines.items()}
     figures = ratios(key, {**per_sample, key: speed["seconds_per_sample"]})
     higher_is_better = workloads.get(case.workload).quality.higher_is_better

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from parabench.analysis.ratios import CaseKey
 from parabench.case.result import Result
 
-__all__ = ["BUSY_WARNING", "RSS_MARK", "group_key", "is_busy", "median_times", "memory_cell",
-           "options_label", "peak_memory", "seconds_per_sample"]
+__all__ = ["BUSY_WARNING", "RSS_MARK", "group_key", "median_times", "memory_cell",
+           "options_label", "peak_memory", "recorded_busy", "seconds_per_sample"]
 
 
 def options_label(r: Result) -> str:
@@ -58,8 +58,9 @@ def seconds_per_sample(r: Result) -> float | None:
 BUSY_WARNING = "measured only on a busy machine (load above the cores in use)"
 
 
-def is_busy(r: Result) -> bool:
-    """Measured on a busy machine (``Result.machine["busy"]``, recorded around the case)."""
+def recorded_busy(r: Result) -> bool:
+    """Whether ``r`` says it was measured on a busy machine (``Result.machine["busy"]``, as
+    :func:`parabench.case.machine.is_busy` judged it around the case)."""
     return bool((r.machine or {}).get("busy"))
 
 

@@ -6,6 +6,7 @@ Usage::
     speedup(baseline_s=2.0, method_s=0.5)           # 4.0: the method is 4x as fast
     efficiency(speedup=4.0, workers=8)              # 0.5
     r = ratios(key, times)                          # both ratios of a case, baselines named
+    speed_base, scaling_base = baseline_keys(key)   # the baseline runs those two read
     r.speedup.value, r.speedup.baseline, r.scaling_efficiency.missing
     gap = quality_gap(0.90, baseline=0.92, higher_is_better=True)   # -0.02: worse
     parity_holds(gap, tolerance=0.015)              # False
@@ -218,6 +219,18 @@ class Ratios:
                             if (m := r.missing)]}
 
 
+def baseline_keys(key: CaseKey) -> tuple[CaseKey, CaseKey]:
+    """The baseline runs :func:`ratios` compares ``key`` with, as keys: the speedup's (the
+    same total cores) and the scaling efficiency's (the threads per worker); one run twice
+    where they coincide. A front end that measures its own baselines measures these."""
+    key = CaseKey(*key)
+    base = baseline_of(key.method)
+    speed, scaling = (key._replace(method=base, workers=1,
+                                   threads=baseline_threads(key.workload, base, asked))
+                      for asked in (total_cores(key.workers, key.threads), key.threads))
+    return speed, scaling
+
+
 def ratios(key: CaseKey, times: Mapping[tuple, float]) -> Ratios:
     """Both ratios of ``key`` from steady-state times (seconds per equal unit of work).
 
@@ -228,12 +241,10 @@ def ratios(key: CaseKey, times: Mapping[tuple, float]) -> Ratios:
     key = CaseKey(*key)
     mine = times.get(key)
     out = []
-    for asked, divide in ((total_cores(key.workers, key.threads), 1),
-                          (key.threads, key.workers)):
-        threads = baseline_threads(key.workload, baseline_of(key.method), asked)
+    for wanted, divide in zip(baseline_keys(key), (1, key.workers), strict=True):
+        threads = wanted.threads
         base = find_baseline(key, times, threads)
-        wanted = base or key._replace(method=baseline_of(key.method), workers=1,
-                                      threads=threads)
+        wanted = base or wanted
         if base is None or mine is None:
             out.append(Ratio(value=None, baseline=baseline_label(wanted),
                              missing=None if base else missing_hint(key, threads)))

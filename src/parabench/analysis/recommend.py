@@ -29,10 +29,10 @@ from typing import Any
 from parabench.analysis.figures import (
     BUSY_WARNING,
     group_key,
-    is_busy,
     median_times,
     options_label,
     peak_memory,
+    recorded_busy,
     seconds_per_sample,
 )
 from parabench.analysis.ratios import (
@@ -205,7 +205,7 @@ def candidates(results: Iterable[Result]) -> list[Candidate]:
             key=key, results=tuple(rs), samples=samples, throughput=rate, parity=status,
             parity_gap=gap, parity_tolerance=tol, parity_text=text,
             **dict(zip(("peak_mb", "peak_is_rss"), peak_memory(rs), strict=True)),
-            peak_gpu_mb=_median(r.peak_gpu_mb for r in rs), busy=all(map(is_busy, rs)),
+            peak_gpu_mb=_median(r.peak_gpu_mb for r in rs), busy=all(map(recorded_busy, rs)),
         ))
     return out
 

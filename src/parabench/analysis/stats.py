@@ -24,10 +24,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# the case judges its windows by these (parabench.case.bootstrap); re-exported for readers
+from parabench.case.bootstrap import BOOTSTRAP_ROUNDS, ci_half_pct, median_ci  # noqa: F401
 from parabench.case.result import Result
 
 ALPHA = 0.05
-BOOTSTRAP_ROUNDS = 2000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,30 +44,6 @@ class Samples:
 
     def describe(self) -> str:
         return f"{len(self.values)} {self.unit}{'s' if len(self.values) != 1 else ''}"
-
-
-def median_ci(values: Sequence[float], confidence: float = 0.95,
-              rounds: int = BOOTSTRAP_ROUNDS, seed: int = 0) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of ``median(values)``; None with fewer than two values.
-
-    Seeded, so the same windows always give the same interval.
-    """
-    if len(values) < 2:
-        return None
-    rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values)))
-                     for _ in range(rounds))
-    tail = (1 - confidence) / 2
-    return (medians[int(tail * (rounds - 1))], medians[int(round((1 - tail) * (rounds - 1)))])
-
-
-def ci_half_pct(median: float | None, ci: Sequence[float] | None) -> float | None:
-    """The CI's half-width in percent of ``median``: the larger side, so an asymmetric
-    interval is never reported narrower than it is (symmetric: (high - low) / 2)."""
-    if not median or not ci or len(ci) != 2:
-        return None
-    low, high = ci
-    return 100.0 * max(high - median, median - low) / abs(median)
 
 
 def rate_text(median: float | None, ci: Sequence[float] | None = None) -> str:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from parabench.analysis.figures import group_key, is_busy, median_times, peak_memory
+from parabench.analysis.figures import group_key, median_times, peak_memory, recorded_busy
 from parabench.analysis.ratios import is_baseline, ratios, total_cores
 from parabench.analysis.recommend import parity_cell, recommend
 from parabench.analysis.stats import median_ci
@@ -97,7 +97,7 @@ def one_line(text: str, width: int = REASON_WIDTH) -> str:
 
 def _busy(rs: list[Result], cores: int) -> str:
     """'load 5.2 > cores in use 2' (with 'k/n repeats' when not all), or ''."""
-    busy = [r for r in rs if is_busy(r)]
+    busy = [r for r in rs if recorded_busy(r)]
     if not busy:
         return ""
     # case/machine.py's keys (load_1m_*), and the plain names a hand-made result may carry

@@ -33,8 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: how many steps a case traces (fewer when an epoch has fewer)
-TRACE_STEPS = 20
+from parabench.method import TRACE_STEPS  # noqa: F401 - the format's step count, re-exported
 
 #: Drift of the trace figures, measured with ``python scripts/weight_drift.py --trace mlp cnn
 #: conv_autoencoder seq2seq`` (2026-11-23, torch 2.14.1, CPU, 1 thread per worker, tiny, the

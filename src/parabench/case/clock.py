@@ -7,6 +7,8 @@ Usage::
     value, seconds = clock.time(work)      # sync; t0; work(); sync; t1 - also recorded
     clock.windows                          # every region timed so far, in order
 
+    watch = Stopwatch(); ...; watch.seconds()  # not a region of work: start-up, wall time
+
     # on a rank: barrier; t0; work(); sync; t1; barrier - the slowest rank's seconds is the job's
     clock = Clock(sync=ctx.synchronize, barrier=ctx.barrier)
 
@@ -37,6 +39,20 @@ T = TypeVar("T")
 def now() -> float:
     """The host clock every figure is read from (monotonic, sub-microsecond)."""
     return time.perf_counter()
+
+
+class Stopwatch:
+    """Seconds since it was made, read off the host clock without synchronising: for what is
+    not a measured region of work (the runner's wall time and timeout, start-up, an
+    evaluation, a note, a sampler's pacing, step marks). Outside this module time is read only
+    through :class:`Clock`, :class:`Spans` and this; ``tests/test_layout.py`` checks it."""
+
+    def __init__(self, timer: Callable[[], float] = now) -> None:
+        self.timer = timer
+        self.t0 = timer()
+
+    def seconds(self) -> float:
+        return self.timer() - self.t0
 
 
 class Clock:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from parabench.case.bootstrap import median_ci
 from parabench.case.energy import EnergyMeter, open_meter
 from parabench.case.launcher import POOL, Launcher
 from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
@@ -169,8 +170,6 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
         **m,
     )
     if rates := result.window_rates:
-        from parabench.analysis.stats import median_ci
-
         ci = median_ci(rates)
         return dataclasses.replace(result, samples_per_s=statistics.median(rates),
                                    samples_per_s_ci=list(ci) if ci else None)

@@ -28,13 +28,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.case.execute import skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.measure import TreeSampler
@@ -175,7 +176,7 @@ def run_isolated(
     timed_out = False
     oom_before = oom_kill_counts()
     watch = MachineWatch()
-    t0 = now()
+    elapsed = Stopwatch()
     with out_log.open("wb") as out, err_log.open("wb") as err:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
@@ -188,7 +189,7 @@ def run_isolated(
                         rc = proc.wait(timeout=0.2)
                         break
                     except subprocess.TimeoutExpired:
-                        if now() - t0 > config.timeout_s:
+                        if elapsed.seconds() > config.timeout_s:
                             timed_out = True
                             kill_case(proc.pid, sampler.seen)
                             rc = proc.wait()
@@ -197,7 +198,7 @@ def run_isolated(
                             on_tick(_tail(out_log))
             finally:  # also on Ctrl-C: nothing of the case may outlive the runner
                 kill_case(proc.pid, sampler.seen)
-    wall = now() - t0
+    wall = elapsed.seconds()
     measured = watch.finish(case_cpu_s=sampler.cpu_s)
 
     if result_path.exists():
@@ -210,18 +211,33 @@ def run_isolated(
         result = _salvaged(config, status, reason, out_log)
     for path in (result_path, out_log, err_log):
         path.unlink(missing_ok=True)
-    memory = sampler.memory_fields(float(result.extra.get("self_max_rss_mb", 0.0)))
     settings = thread_settings(env, wait_policy(os.environ)[1], result.extra.get("rank_threads"),
                                result.extra.get("rank_cores"))
+    return stamped(result, memory=sampler.memory_fields(
+        float(result.extra.get("self_max_rss_mb", 0.0))), measured=measured, settings=settings,
+        workers=result.workers, wall_s=wall)
+
+
+def stamped(result: Result, *, memory: Mapping[str, Any], measured: Mapping[str, Any] | None,
+            settings: Mapping[str, Any], workers: int, wall_s: float, **fields: Any) -> Result:
+    """A finished case's result as every front end records it (the runner here, torchrun's
+    rank 0 in :mod:`parabench.torch.launch`): its memory peaks, its machine (``measured`` by
+    a :class:`~parabench.case.machine.MachineWatch` around the case, with the thread
+    ``settings`` and the ``workers`` on this machine; None: not watched, ``{}``), its wall
+    time, environment, commit and time stamp, and any other ``fields`` the front end knows.
+    Grading and appending follow: :func:`parabench.sweep.run.record`.
+    """
+    machine = {} if measured is None else machine_record(
+        measured, settings=settings, workers=workers, threads_per_worker=result.threads_per_worker)
     return dataclasses.replace(
         result,
         peak_rss_mb=memory["peak_rss_mb"],
         peak_pss_mb=memory["peak_pss_mb"],
         extra={**result.extra, **memory["extra"]},
-        machine=machine_record(measured, settings=settings, workers=result.workers,
-                               threads_per_worker=result.threads_per_worker),
-        wall_s=wall,
+        machine=machine,
+        wall_s=wall_s,
         env=fingerprint(),
         git_commit=git_commit(),
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **fields,
     )

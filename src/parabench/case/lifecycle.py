@@ -25,7 +25,7 @@ window is warm-up (it also calibrates): it is recorded but left out of the stead
 ``steps`` is ``--steps N``, or picked so a window takes about ``WINDOW_TARGET_S`` from the
 warm-up window's time per step. Windows stop early (after ``MIN_WINDOWS``) once they have taken
 ``WINDOW_BUDGET_S``. Throughput is the median of the windows' samples/s with a 95 % bootstrap
-confidence interval (:func:`parabench.analysis.stats.median_ci`). The windows train on after the
+confidence interval (:func:`parabench.case.bootstrap.median_ci`). The windows train on after the
 quality was taken, on :func:`~parabench.torch.loop.window_order` (the same samples for every
 method), so they change neither the learning curve nor parity.
 
@@ -50,7 +50,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from parabench.case.clock import Clock, now
+from parabench.case.bootstrap import ci_half_pct, median_ci
+from parabench.case.clock import Clock, Stopwatch
 from parabench.case.energy import EnergyMeter
 from parabench.case.launcher import POOL, Launcher, launching
 from parabench.case.measure import tree_cpu_seconds
@@ -178,7 +179,7 @@ class CaseLifecycle:
         """
         say = say or (lambda _msg: None)
         session = self._started()
-        cpu0, wall0 = tree_cpu_seconds(os.getpid()), now()
+        cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         for epoch in range(epochs):
             stats = self.epoch()
             say(f"epoch {epoch + 1}/{epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
@@ -188,7 +189,7 @@ class CaseLifecycle:
                 if stop:
                     break
         eval_wall, eval_cpu = (sum(tracker.eval_s), tracker.eval_cpu_s) if tracker else (0, 0)
-        wall = now() - wall0 - eval_wall
+        wall = watch.seconds() - eval_wall
         cores = self.config.workers * session.threads_per_worker
         cpu = tree_cpu_seconds(os.getpid()) - cpu0 - eval_cpu
         return cpu / (wall * cores)
@@ -234,8 +235,6 @@ class CaseLifecycle:
 
     def ci_wide(self) -> bool:
         """Whether the steady windows' median CI is wider than CI_TARGET (either side)."""
-        from parabench.analysis.stats import ci_half_pct, median_ci
-
         rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
         if len(rates) < 2:
             return True

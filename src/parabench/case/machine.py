@@ -50,7 +50,7 @@ from typing import Any
 
 import psutil
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.config import available_cores
 from parabench.envinfo import THREAD_VARS
 
@@ -129,11 +129,11 @@ class MachineWatch:
         self._busy0 = busy_cpu_s()
         self._self0 = _rusage_cpu_s(resource.RUSAGE_SELF)
         self._children0 = _rusage_cpu_s(resource.RUSAGE_CHILDREN)
-        self._t0 = now()
+        self._watch = Stopwatch()
 
     def finish(self, case_cpu_s: float | None) -> dict[str, Any]:
         """Measured figures; ``case_cpu_s`` None (e.g. ranks on other nodes): no CPU share."""
-        wall = now() - self._t0
+        wall = self._watch.seconds()
         out: dict[str, Any] = {"cores": self.cores, "load_1m_before": self.load_before,
                                "load_1m_after": load_1m(), "other_cores": None,
                                "other_cpu_share": None}

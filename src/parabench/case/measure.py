@@ -51,7 +51,7 @@ from typing import Any
 
 import psutil
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -189,6 +189,7 @@ class TreeSampler:
         self.pss_budget = pss_budget  # the share of wall time PSS reading may take
         self.relist_s = relist_s  # how often the tree is listed again (new processes)
         self._procs: list[psutil.Process] = []
+        self._watch = Stopwatch()  # paces the listing and the PSS reads
         self._next_list = 0.0
         self.peak_bytes = 0
         self.peak_pss: TreeMemory | None = None  # the PSS pass with the largest sum
@@ -238,9 +239,9 @@ class TreeSampler:
         ``/proc/PID/stat`` (3 ms of CPU here with 100 processes), reading a known one's
         memory a few microseconds, and the runner shares the cores with the case it measures.
         """
-        if now() >= self._next_list:
+        if self._watch.seconds() >= self._next_list:
             self._procs = tree(self.pid)
-            self._next_list = now() + self.relist_s
+            self._next_list = self._watch.seconds() + self.relist_s
         return self._procs
 
     def sample(self) -> None:
@@ -254,13 +255,14 @@ class TreeSampler:
                 except psutil.Error:
                     pass
         self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(procs))
-        start = now()
+        start = self._watch.seconds()
         if start >= self._next_pss:
             memory = tree_memory(procs)
             if self.peak_pss is None or memory.case_bytes > self.peak_pss.case_bytes:
                 self.peak_pss = memory
             self.peak_bytes = max(self.peak_bytes, memory.rss)
-            self._next_pss = now() + (now() - start) / self.pss_budget
+            end = self._watch.seconds()
+            self._next_pss = end + (end - start) / self.pss_budget
 
     def memory_fields(self, self_peak_mb: float = 0.0) -> dict[str, Any]:
         """The result's memory figures: RSS peak (never below ``self_peak_mb``), PSS and source."""

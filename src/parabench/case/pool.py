@@ -64,7 +64,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.case.rank import (
     RankContext,
     default_backend,
@@ -171,7 +171,7 @@ class WorkerPool:
     def start(self) -> WorkerPool:
         if self._state != "new":
             raise RuntimeError(f"pool already {self._state}")
-        t0 = now()
+        watch = Stopwatch()
         self._state = "running"
         atexit.register(self.close)
         if self.backend != NO_GROUP:
@@ -205,7 +205,7 @@ class WorkerPool:
         except BaseException:
             self._teardown()
             raise
-        self.startup_s = now() - t0
+        self.startup_s = watch.seconds()
         return self
 
     def close(self) -> None:

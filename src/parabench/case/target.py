@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.case.measure import tree_cpu_seconds
 from parabench.config import ConfigError, RunConfig
 from parabench.method import Session
@@ -124,9 +124,9 @@ class TargetTracker:
 
     def after_epoch(self, session: Session) -> bool:
         """Evaluate once (timed apart); True when training should stop here."""
-        cpu0, t0 = tree_cpu_seconds(os.getpid()), now()
+        cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         value = session.evaluate()
-        self.eval_s.append(now() - t0)
+        self.eval_s.append(watch.seconds())
         self.eval_cpu_s += tree_cpu_seconds(os.getpid()) - cpu0
         self.qualities.append(value)
         if self.reached_epoch is None and reached(value, self.target, self.higher_is_better):

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import psutil
 
 from parabench import hardware
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.config import RunConfig
 from parabench.envinfo import THREAD_VARS
 from parabench.forest.mpi_rank import KEY_ENV, Channel, ChannelRefused, new_key
@@ -198,14 +198,14 @@ class MPIForestSession(ForestSession):
         assert self.channel is not None, "start() first"
         epoch = self.epoch
         deadline = time.monotonic() + self.config.timeout_s
-        t0 = now()  # the round trip, to split the harness's window into components
+        watch = Stopwatch()  # the round trip, to split the harness's window into components
         try:
             self.channel.send(("fit",))
             reply = self.channel.recv(self._checker(deadline, f"fit of epoch {epoch}"))
         except OSError as exc:  # ChannelClosed: rank 0 is gone
             self._wait_exit()
             raise MPIJobLost(self._ended(f"lost the MPI job during epoch {epoch}")) from exc
-        seconds = now() - t0
+        seconds = watch.seconds()
         if reply[0] == "error":
             raise MPIJobLost(f"a rank failed to grow its trees: {reply[1]}")
         _kind, forest, info = reply

@@ -20,7 +20,7 @@ baseline configuration this sweep does not run comes from the results already in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from parabench.analysis.figures import group_key, median_times, seconds_per_sample
@@ -34,7 +34,7 @@ from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
 
 # the planner's names, where callers knew them, and with_ratios
-__all__ = ["Case", "Grid", "plan", "run_grid", "with_ratios"]
+__all__ = ["Case", "Grid", "plan", "record", "recorded_baselines", "run_grid", "with_ratios"]
 
 
 def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Result] = ()
@@ -54,6 +54,26 @@ def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Resul
                                               "ratios": ratios(key, times).as_dict()})
 
 
+def recorded_baselines(results: Iterable[Result]) -> list[Result]:
+    """The baseline runs among ``results`` (an output file's), in their order."""
+    return [r for r in results if is_baseline(r.method)]
+
+
+def record(result: Result, out: str | Path, *, baselines: Sequence[Result],
+           swept: Iterable[Result] = (), earlier: Iterable[Result] = ()) -> Result:
+    """Grade a finished case and append it to ``out``: the runner's tail, also torchrun's.
+
+    Parity against ``baselines`` (:func:`parabench.analysis.parity.assess`: the first that
+    fits wins) and the ratios against ``swept`` (this sweep's results so far), else
+    ``earlier`` (:func:`with_ratios`). A case run on its own (under torchrun) passes the
+    baselines already in ``out`` as both ``baselines`` and ``earlier``.
+    """
+    result = dataclasses.replace(result, parity=assess(result, list(baselines)))
+    result = with_ratios(result, [*swept, result], earlier)
+    append_result(out, result)
+    return result
+
+
 def run_grid(
     grid: Grid,
     *,
@@ -65,7 +85,7 @@ def run_grid(
     cases = plan(grid)
     previous = list(read_results(out))
     recorded = {r.case_key(): r for r in previous if r.status == "ok"} if resume else {}
-    baselines = [r for r in previous if is_baseline(r.method)]
+    baselines = recorded_baselines(previous)
     earlier = list(baselines)  # ratios prefer this sweep's baseline runs (``swept``)
     swept: list[Result] = []
     runnable = sum(1 for c in cases
@@ -85,9 +105,7 @@ def run_grid(
                 result = run_isolated(
                     case.config, workdir=tmp, on_tick=lambda d, lb=label: progress.show(lb, d)
                 )
-                result = dataclasses.replace(result, parity=assess(result, baselines))
-                result = with_ratios(result, [*swept, result], earlier)
-                append_result(out, result)
+                result = record(result, out, baselines=baselines, swept=swept, earlier=earlier)
                 if is_baseline(result.method):
                     baselines.insert(0, result)  # the newest baseline wins
             results.append(result)

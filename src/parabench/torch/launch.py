@@ -15,6 +15,13 @@ launcher differs: :class:`TorchrunLauncher` gives the session a :class:`Torchrun
 process is the rank; ``call`` runs the program method here and all-gathers the replies).
 Rank 0 appends ONE result to ``--out``.
 
+Arguments: ``parabench run``'s own (one parser, :func:`parabench.cli.build_parser`; one case,
+so one value per axis; ``--workers`` is torchrun's ``WORLD_SIZE``; the device defaults to
+cpu; ``--timeout`` is also the collective timeout). Rank 0 finishes the result as the runner
+does: stamped by :func:`parabench.case.isolate.stamped`, then graded (parity and ratios
+against the baseline runs already in ``--out``) and appended by
+:func:`parabench.sweep.run.record`, so a torchrun result is graded like any other.
+
 Threads: torchrun sets ``OMP_NUM_THREADS=1`` for its workers. ``--threads`` (default: that
 variable, else torch's default) is applied with ``torch.set_num_threads`` and the count torch
 then reports is what the result records. On CUDA each rank uses ``cuda:<LOCAL_RANK>``.
@@ -42,10 +49,9 @@ import os
 import socket
 import sys
 import traceback
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.case.launcher import Launcher
 from parabench.case.pool import WorkerError, resolve_program
 from parabench.case.rank import RankContext, default_backend, init_group, set_threads
@@ -75,7 +81,7 @@ class TorchrunGroup:
         from parabench.case.measure import TreeSampler
 
         self.sampler = TreeSampler(os.getpid()).__enter__()  # this rank's PSS peak
-        t0 = now()
+        watch = Stopwatch()
         backend = default_backend(self.device)
         init_group(rank=self.rank, world_size=self.world_size, local_rank=self.local_rank,
                    device=self.device, backend=backend, timeout_s=self.timeout_s)
@@ -90,7 +96,7 @@ class TorchrunGroup:
             "pid": os.getpid(), "threads": self.ctx.threads, "host": socket.gethostname(),
             "device": str(self.ctx.torch_device()),
         })
-        self.startup_s = now() - t0
+        self.startup_s = watch.seconds()
         return self
 
     def call(self, name: str, /, **kwargs: Any) -> list[Any]:
@@ -162,54 +168,44 @@ class _Builder:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m parabench.torch.launch",
-                                description="one parabench case, run by torchrun on every rank")
-    p.add_argument("--workload", required=True)
-    p.add_argument("--method", required=True, help="a multi-process torch method (ddp, fsdp)")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--epochs", type=int, default=3,
-                   help="epochs; with --target-quality the most epochs tried")
-    p.add_argument("--target-quality", default=None, metavar="Q|default",
-                   help="time-to-accuracy mode (see parabench.case.target)")
-    p.add_argument("--profile", default="quick")
-    p.add_argument("--batch-size", default=None, help="global batch: N or auto")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per rank (default: $OMP_NUM_THREADS, which torchrun sets)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=1800.0, help="collective timeout, seconds")
-    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
-                   help="a method/workload option (int/bool/str as in RunConfig.options)")
-    p.add_argument("--out", required=True, help="JSON Lines file rank 0 appends the result to")
-    return p.parse_args(argv)
+    """``parabench run``'s own arguments (one parser: :func:`parabench.cli.build_parser`)."""
+    from parabench.cli import build_parser
+
+    return build_parser().parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
 
 
-def _option(text: str) -> tuple[str, Any]:
-    name, _, raw = text.partition("=")
-    value: Any = raw
-    if raw.lstrip("-").isdigit():
-        value = int(raw)
-    elif raw.lower() in ("on", "true", "off", "false"):
-        value = raw.lower() in ("on", "true")
-    return name.replace("-", "_"), value
+#: `parabench run` flags that mean a sweep, not the one case torchrun runs
+_SWEEP_ONLY = {"all_cases": "--all", "dry_run": "--dry-run", "resume": "--resume",
+               "report": "--report", "tensorboard": "--tensorboard"}
 
 
-def config_from(args: argparse.Namespace, threads: int) -> Any:
-    from parabench.case.target import DEFAULT, resolve_target
-    from parabench.config import RunConfig
-    from parabench.registry import workloads
+def config_from(args: argparse.Namespace, threads: int) -> RunConfig:
+    """The one case the arguments name, built as ``parabench run`` builds a case
+    (:func:`parabench.cli.grid_from`, then :meth:`~parabench.sweep.plan.Grid.config`), with
+    ``workers`` = ``WORLD_SIZE`` and ``threads`` per rank. Each axis takes one value; the
+    device defaults to cpu. Raises :class:`parabench.cli.UsageError` otherwise."""
+    from parabench.cli import UsageError, grid_from, option_axes
 
-    batch: Any = args.batch_size
-    if batch is not None and batch != "auto":
-        batch = int(batch)
-    target = args.target_quality
-    target = resolve_target(target if target in (None, DEFAULT) else float(target),
-                            workloads.get(args.workload))
-    return RunConfig(
-        workload=args.workload, method=args.method, device=args.device,
-        workers=int(os.environ["WORLD_SIZE"]), threads_per_worker=threads, batch_size=batch,
-        epochs=args.epochs, profile=args.profile, seed=args.seed, timeout_s=args.timeout,
-        options=dict(_option(o) for o in args.option), target_quality=target,
-    )
+    world = int(os.environ["WORLD_SIZE"])
+    given = [flag for name, flag in _SWEEP_ONLY.items() if getattr(args, name)]
+    if given or args.repeats != 1:
+        raise UsageError(f"torchrun runs one case: {', '.join(given) or '--repeats'} is for "
+                         "`parabench run`")
+    if args.workers not in (None, [world]):
+        raise UsageError(f"--workers is torchrun's WORLD_SIZE here ({world})")
+    axes = {"--workload": args.workload, "--method": args.method, "--device": args.device,
+            "--batch-size": args.batch_size, **{f"--{k.replace('_', '-')}": v
+                                                for k, v in option_axes(args).items()}}
+    for flag, values in axes.items():
+        if values is not None and len(values) != 1:
+            raise UsageError(f"torchrun runs one case: give one {flag}")
+    if not args.workload or not args.method:
+        raise UsageError("torchrun runs one case: give --workload and --method")
+    grid = dataclasses.replace(grid_from(args), threads_per_worker=threads)
+    return grid.config(workload=args.workload[0], method=args.method[0],
+                       device=(args.device or ["cpu"])[0], workers=world,
+                       batch_size=args.batch_size[0],
+                       options={k: v[0] for k, v in option_axes(args).items()})
 
 
 def summed_pss(extra: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
@@ -227,32 +223,24 @@ def summed_pss(extra: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
 
 
 def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "user") -> Any:
-    """The result as rank 0 writes it: summed rank peaks, machine, environment, time stamp."""
-    from parabench.case.machine import machine_record, thread_settings
-    from parabench.envinfo import fingerprint, git_commit
+    """The result as rank 0 records it, stamped as the runner stamps its cases
+    (:func:`parabench.case.isolate.stamped`): summed rank peaks, machine, environment, time."""
+    from parabench.case.isolate import stamped
+    from parabench.case.machine import thread_settings
 
     peaks = result.extra.get("rank_max_rss_mb") or []
     pss, pss_extra = summed_pss(result.extra)
     hosts = result.extra.get("rank_hosts") or []
     local = sum(h == hosts[0] for h in hosts) if hosts else 1  # ranks on rank 0's node
-    machine = {} if watch is None else machine_record(
-        watch.finish(case_cpu_s=None),
-        settings=thread_settings(os.environ, policy_source, result.extra.get("rank_threads")),
-        workers=local, threads_per_worker=result.threads_per_worker)
-    return dataclasses.replace(
-        result,
-        peak_rss_mb=round(sum(peaks), 1) if peaks else None,
-        peak_pss_mb=pss,
-        machine=machine,
-        cpu_efficiency=None,
-        wall_s=wall_s,
-        extra={**result.extra, **pss_extra, "launcher": "torchrun",
-               "world_size": int(os.environ["WORLD_SIZE"]),
-               "nnodes": len(set(result.extra.get("rank_hosts") or [])) or None},
-        env=fingerprint(),
-        git_commit=git_commit(),
-        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
+    memory = {"peak_rss_mb": round(sum(peaks), 1) if peaks else None, "peak_pss_mb": pss,
+              "extra": {**pss_extra, "launcher": "torchrun",
+                        "world_size": int(os.environ["WORLD_SIZE"]),
+                        "nnodes": len(set(hosts)) or None}}
+    return stamped(result, memory=memory,
+                   measured=None if watch is None else watch.finish(case_cpu_s=None),
+                   settings=thread_settings(os.environ, policy_source,
+                                            result.extra.get("rank_threads")),
+                   workers=local, wall_s=wall_s, cpu_efficiency=None)
 
 
 def default_wait_policy() -> str:
@@ -275,25 +263,36 @@ def main(argv: list[str] | None = None) -> int:
               "`parabench run --method ddp --workers N` does the same", file=sys.stderr)
         return 2
     policy_source = default_wait_policy()
-    args = parse_args(argv)
-    threads = set_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
-                          or _torch_default_threads())
+    from parabench.cli import UsageError
+    from parabench.config import ConfigError
+    from parabench.registry import UnknownNameError
+
+    try:
+        args = parse_args(argv)
+        threads = set_threads(args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
+                              or _torch_default_threads())
+        config = config_from(args, threads)
+    except (UsageError, UnknownNameError, ConfigError) as exc:
+        print(f"parabench.torch.launch: error: {exc}", file=sys.stderr)
+        return 2
     from parabench.case.execute import execute
-    from parabench.case.result import append_result
+    from parabench.case.machine import MachineWatch
+    from parabench.sweep.run import record, recorded_baselines
 
     rank = int(os.environ["RANK"])
-    from parabench.case.machine import MachineWatch
-
-    watch = MachineWatch() if rank == 0 else None
-    t0 = now()
+    machine_watch = MachineWatch() if rank == 0 else None
+    elapsed = Stopwatch()
     say = (lambda msg: print(msg, flush=True)) if rank == 0 else None
     # the one case lifecycle, with its ranks taken from torchrun instead of a spawned pool
-    result = execute(config_from(args, threads), progress=say, launcher=TorchrunLauncher())
-    if rank == 0:
-        result = finish(result, now() - t0, watch, policy_source)
-        append_result(args.out, result)
-        print(f"{result.status}: {args.workload}/{args.method} x{result.workers} -> {args.out}"
-              + (f" ({result.reason})" if result.reason else ""), flush=True)
+    result = execute(config, progress=say, launcher=TorchrunLauncher())
+    if rank == 0:  # the runner's tail: stamped, graded against the baselines in --out, appended
+        from parabench.case.result import read_results
+
+        baselines = recorded_baselines(read_results(args.out))
+        result = record(finish(result, elapsed.seconds(), machine_watch, policy_source),
+                        args.out, baselines=baselines, earlier=baselines)
+        print(f"{result.status}: {config.workload}/{config.method} x{result.workers} -> "
+              f"{args.out}" + (f" ({result.reason})" if result.reason else ""), flush=True)
     return 0 if result.status in ("ok", "skipped") else 1
 
 

@@ -24,7 +24,7 @@ across epochs, and batches are copied to the device (``non_blocking`` when pinne
 
 Time components (``EpochStats.components``, seconds per epoch): ``data`` (fetching the batch
 and moving it to the device), ``forward`` (model and loss), ``backward``, ``optimizer``
-(zero_grad + step). On CPU these are host clock reads (:func:`parabench.case.clock.now`) at
+(zero_grad + step). On CPU these are host clock reads (a :class:`parabench.case.clock.Stopwatch`) at
 the step's boundaries (about 60 ns each, four per step: far below 1 % of any step here). On
 CUDA they are CUDA events recorded on the stream at the same boundaries, read after the
 epoch's final synchronise, so no extra synchronisation enters the timed loop; ``data`` on
@@ -56,8 +56,8 @@ from typing import Any
 
 import torch
 
-from parabench.case.clock import Clock, now
-from parabench.method import EpochStats
+from parabench.case.clock import Clock, Stopwatch
+from parabench.method import TRACE_STEPS, EpochStats
 
 COMPONENTS = ("data", "forward", "backward", "optimizer")
 #: projections (count-sketch buckets) per tensor in a weight digest: 16 keep the estimate of a
@@ -138,11 +138,12 @@ class _Marks:
     def __init__(self, device: torch.device, events: list[Any]) -> None:
         self.cuda = device.type == "cuda"
         self.marks: list[Any] = []
+        self.watch = Stopwatch()  # CPU: marks are its seconds; their differences are the times
         self.events = events  # CUDA events reused across epochs: creation is not free
 
     def mark(self) -> None:
         if not self.cuda:
-            self.marks.append(now())
+            self.marks.append(self.watch.seconds())
             return
         if len(self.marks) == len(self.events):
             self.events.append(torch.cuda.Event(enable_timing=True))
@@ -304,8 +305,6 @@ def _piece(losses: list[torch.Tensor], n: int, batch_size: int,
 
 def trace_steps(n: int, global_batch: int) -> int:
     """K: TRACE_STEPS, or the steps of one epoch when it has fewer (the same for every method)."""
-    from parabench.analysis.trajectory import TRACE_STEPS  # a constant of the trace format
-
     return min(TRACE_STEPS, -(-n // global_batch))
 
 

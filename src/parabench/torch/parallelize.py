@@ -15,9 +15,9 @@ recorded: ``communication`` is the wall time during which **at least one** gradi
 all-reduce was in flight (the union over a step's buckets, so concurrent buckets are not
 double counted), from the hook launching it to its future completing. DDP launches a bucket as
 soon as its gradients are ready, so most of it **overlaps backward**: the exposed part is at
-most this and lies inside ``backward``. On CPU the interval ends are host clock reads
-(:func:`parabench.case.clock.now`; the end is read in the future's callback, on gloo's thread);
-on CUDA they are CUDA events on the stream, read after the epoch's final synchronise.
+most this and lies inside ``backward``. On CPU the interval ends are host clock reads (a
+:class:`parabench.case.clock.Stopwatch`; the end is read in the future's callback, on gloo's
+thread); on CUDA they are CUDA events on the stream, read after the epoch's final synchronise.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from parabench.case.clock import now
+from parabench.case.clock import Stopwatch
 from parabench.torch.stages import cut as cut_stages
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class CommTimer:
         self.cuda = cuda
         self.spans: list[tuple[Any, Any]] = []
         self._ref: Any = None
+        self._watch = Stopwatch()  # CPU: interval ends are its seconds
 
     def reset(self) -> None:
         self.spans = []
@@ -52,9 +53,9 @@ class CommTimer:
             self._ref = torch.cuda.Event(enable_timing=True)
             self._ref.record()
 
-    def now(self) -> Any:
+    def mark(self) -> Any:
         if not self.cuda:
-            return now()
+            return self._watch.seconds()
         import torch
 
         event = torch.cuda.Event(enable_timing=True)
@@ -87,11 +88,11 @@ def timed_allreduce_hook(state: CommTimer, bucket):  # noqa: ANN001, ANN201
     """DDP's default all-reduce (divide by world, all-reduce), with its interval recorded."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    start = state.now()
+    start = state.mark()
     fut = default_hooks.allreduce_hook(None, bucket)
 
     def done(f: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
-        state.spans.append((start, state.now()))
+        state.spans.append((start, state.mark()))
         return f.value()
 
     return fut.then(done)
