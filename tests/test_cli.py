@@ -76,8 +76,9 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], expected: str) ->
 @pytest.mark.torch
 def test_run_both_baselines_writes_results_and_a_table(tmp_path: Path) -> None:
     out = tmp_path / "res.jsonl"
-    proc = cli("run", "--workload", "mlp,random_forest", "--method", "serial", "--profile", "tiny",
-               "--epochs", "2", "--repeats", "2", "--out", str(out))
+    grid = ("run", "--workload", "mlp,random_forest", "--method", "serial", "--profile", "tiny",
+            "--epochs", "2", "--repeats", "2", "--out", str(out))
+    proc = cli(*grid, "--wide")
     assert proc.returncode == 0, proc.stderr
     results = list(read_results(out))
     assert {(r.workload, r.status) for r in results} == {("mlp", "ok"), ("random_forest", "ok")}
@@ -88,6 +89,17 @@ def test_run_both_baselines_writes_results_and_a_table(tmp_path: Path) -> None:
     assert any(r.startswith("mlp") and "accuracy" in r and "1.00x" in r for r in rows)
     assert any(r.startswith("random_forest") for r in rows)
     assert "4 case(s)" in proc.stdout
+    # the default table of the same results (--resume: nothing runs again), piped: compact
+    compact = cli(*grid, "--resume")
+    assert compact.returncode == 0, compact.stderr
+    lines = compact.stdout.splitlines()
+    assert max(map(len, lines)) <= 120 < max(map(len, proc.stdout.splitlines()))
+    assert lines[0] == "cpu · profile tiny · 2 repeats"  # one value in every row
+    assert lines[1].split()[:3] == ["workload", "method", "workers"] and "epoch" not in lines[1]
+    for row in rows:  # each row keeps its figures: samples/s, speedup, memory, parity, quality
+        cells = [c.strip() for c in row.split("  ") if c.strip()]
+        compact_row = next(ln for ln in lines if ln.startswith(cells[0]))
+        assert all(c in compact_row for c in [*cells[-6:-4], *cells[-3:]]), compact_row
 
 
 def test_a_failing_case_exits_1_and_skipped_cases_exit_0(

@@ -154,7 +154,7 @@ def test_steady_state_drops_the_warm_up_epoch_and_one_epoch_is_flagged() -> None
     assert _result([9.0, 2.0]).median_epoch_s == 2.0
     one = summarize([_result([9.0])])[0]
     assert one.epoch_s == 9.0 and not one.steady  # the warm-up is all there is: say so
-    table = format_table([one])
+    table = format_table([one], wide=True)  # the epoch column is --wide's
     assert "9.000 (0.000) ~" in table and "~ one epoch only" in table
     many = summarize([_result([9.0, 2.0])])[0]
     assert many.steady and "~" not in format_table([many])

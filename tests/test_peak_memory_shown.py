@@ -19,7 +19,7 @@ def test_table_recommend_and_tensorboard_show_pss_and_mark_rss() -> None:
     ddp = case("mlp", "ddp", 2)  # RSS only (an older result): 1100 MB
     assert peak_memory([serial]) == (500.0, False)
     assert peak_memory([ddp]) == (1100.0, True)
-    table = format_table(summarize([serial, ddp]))
+    table = format_table(summarize([serial, ddp]), wide=True)  # columns as in the header
     assert "peak MB (PSS)" in table.splitlines()[0]
     lines = {ln.split()[1]: ln for ln in table.splitlines()[2:4]}
     assert " 500 " in lines["serial"] and "900" not in lines["serial"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import io
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from parabench.analysis.recommend import candidates
-from parabench.sweep.report import format_table, summarize
+from parabench.sweep.report import TABLE_WIDTH, format_table, summarize, terminal_width
 from sweepdata import case, skipped, sweep, write
 
 pytestmark = pytest.mark.cpu
@@ -28,7 +29,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_table_has_memory_and_profile_and_marks_the_fastest_whose_parity_holds() -> None:
     results = sweep(methods=("serial", "ddp"), workers=(1, 2))
     results.append(case("cnn", "fedavg", 2, broken=True))  # fastest of all, but wrong
-    table = format_table(summarize(results))
+    table = format_table(summarize(results), wide=True)  # every column, as --wide
     header = table.splitlines()[0]
     assert "peak MB" in header and "profile" in header
     [marked] = [ln for ln in table.splitlines() if " * " in ln]
@@ -65,7 +66,82 @@ def test_unsupported_pairs_collapse_into_one_na_line_and_reasons_are_one_line() 
 def test_extra_columns_show_when_a_row_has_them() -> None:
     [row] = summarize([case("cnn", "serial", 1)])
     table = format_table([dataclasses.replace(row, extra={"time to target": "12.0 s"})])
-    assert "time to target" in table.splitlines()[0] and "12.0 s" in table
+    header = next(ln for ln in table.splitlines() if ln.endswith("quality / status"))
+    assert "time to target" in header and "12.0 s" in table
+
+
+def _main_job() -> list:
+    """The README's main job, crafted: 9 configurations of one workload, a failed case with a
+    long reason, one measured on a busy machine."""
+    results = sweep(methods=("serial", "ddp", "pipeline", "fsdp", "fedavg"), workers=(1, 2))
+    results.append(dataclasses.replace(case("cnn", "pipeline", 4), status="failed",
+                                       reason="RuntimeError: " + "a long reason " * 12))
+    busy = {"busy": True, "load_1m_before": 5.2, "cores_in_use": 2}
+    return [dataclasses.replace(r, machine=busy) if (r.method, r.workers) == ("fsdp", 2) else r
+            for r in results]
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.split("  ") if c.strip()]
+
+
+def test_the_default_table_fits_120_columns_and_wide_shows_every_column() -> None:
+    rows = summarize(_main_job())
+    compact, wide = format_table(rows).splitlines(), format_table(rows, wide=True).splitlines()
+    assert max(map(len, compact)) <= TABLE_WIDTH < max(map(len, wide))
+    assert compact[0] == "cnn · cpu · profile tiny · batch 64 · 1 repeat"  # one value each
+    assert compact[1].split("  ")[0] == "method" and "epoch s" not in compact[1]
+    for column in ("samples/s", "speedup", "scaling", "peak MB (PSS)", "parity"):
+        assert column in compact[1]
+    assert wide[0].split()[:9] == ["workload", "method", "device", "workers", "batch",
+                                   "profile", "options", "n", "epoch"]
+    assert "--wide shows every column (here also epoch s (IQR))" in compact[-1]
+    # every row's cells are the wide table's, marks included (! moves to samples/s)
+    body = {(c[1], c[3]): ln for ln in wide[2:12] if (c := _cells(ln))}
+    for line in compact[3:13]:
+        cells = _cells(line)
+        full = body[cells[0], cells[1]]
+        assert all(c.removesuffix(" !") in full for c in cells if "..." not in c), line
+    [fsdp] = [ln for ln in compact if ln.startswith("fsdp      2x1")]
+    assert _cells(fsdp)[2].endswith(" !")
+    [failed] = [ln for ln in compact if ln.startswith("pipeline  4")]
+    assert len(failed) == TABLE_WIDTH and failed.endswith("...")  # the reason, shortened
+    assert "failed: RuntimeError: a long reason" in failed
+    assert all(len(ln) <= TABLE_WIDTH for ln in wide[13:])  # the legend wraps in both
+
+
+def test_on_a_terminal_the_full_table_shows_where_it_fits_and_scaling_goes_first() -> None:
+    rows = summarize(sweep(methods=("serial", "ddp"), workers=(1, 2)))
+    assert format_table(rows, width=250) == format_table(rows, wide=True)
+    narrow = format_table(rows, width=90).splitlines()
+    assert "scaling" not in narrow[1] and "speedup" in narrow[1]
+    assert max(len(ln) for ln in narrow[:6]) <= 90
+    assert "(here also epoch s (IQR), scaling)" in narrow[-1]
+
+
+def test_a_varying_column_stays_a_column_and_one_epoch_results_keep_the_mark() -> None:
+    old = dataclasses.replace(case("cnn", "serial", 1, device="cuda"), epoch_s=[25.0])
+    rows = summarize([case("cnn", "serial", 1), old])
+    lines = format_table(rows).splitlines()
+    assert lines[0] == "cnn · profile tiny · batch 64 · 1 repeat"
+    assert lines[1].split()[:3] == ["method", "device", "workers"]
+    [cuda] = [ln for ln in lines if " cuda " in ln]
+    assert _cells(cuda)[3].endswith(" ~")  # the epoch cell's mark, on samples/s
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_width_is_the_terminals_with_rich_and_none_when_piped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert terminal_width(io.StringIO()) is None  # piped: the fixed 120-column table
+    pytest.importorskip("rich")
+    monkeypatch.setenv("COLUMNS", "157")
+    assert terminal_width(_Terminal()) == 157
+    monkeypatch.setitem(sys.modules, "rich.console", None)  # rich not installed
+    assert terminal_width(_Terminal()) is None
 
 
 TRAJ_TOL = {"loss_rel": 4e-4, "weight_rel_l2": 4e-4}
@@ -111,7 +187,7 @@ def test_a_row_measured_on_a_busy_machine_says_so() -> None:
     assert rows["serial"].busy == ""
     assert rows["ddp"].busy == "load 5.2 > cores in use 2, other processes used 1.50 cores"
     table = format_table(list(rows.values()))
-    [line] = [ln for ln in table.splitlines() if ln.startswith("cnn") and "ddp" in ln]
+    [line] = [ln for ln in table.splitlines() if ln.startswith("ddp")]  # cnn: the title line
     assert " !" in line and "! cnn/ddp 2x1: measured on a busy machine: load 5.2 > cores in use 2" \
         in table
     assert " !" not in next(ln for ln in table.splitlines() if "serial" in ln and "base" in ln)

@@ -120,7 +120,7 @@ def test_the_table_shows_speed_with_its_ci_and_no_warm_up_mark_with_windows() ->
     [srow, drow] = summarize([serial, ddp])
     assert srow.samples_per_s_ci == (48570.0, 51574.0) and srow.steady
     assert drow.samples_per_s_ci == (100.0, 400.0) and drow.steady
-    table = format_table([srow, drow])
+    table = format_table([srow, drow], wide=True)  # with the epoch column
     lines = table.splitlines()
     srv, ddl = next(ln for ln in lines if " serial" in ln), next(ln for ln in lines if " ddp" in ln)
     assert "50,072 ±3.0%" in srv

@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write report.html / report.md / plots for this sweep into DIR")
     p.add_argument("--tensorboard", metavar="DIR",
                    help="write TensorBoard event files, one run per case, under DIR")
+    p.add_argument("--wide", action="store_true",
+                   help="every column of the summary table (default: a compact table within "
+                        "120 columns; on a terminal with rich, the full one where it fits)")
     _add_option_flags(p)
     from parabench.cli_report import add_report_commands
 
@@ -285,7 +288,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from parabench.engines.probe import check_external_engines
     from parabench.sweep import preflight
     from parabench.sweep.plan import plan
-    from parabench.sweep.report import format_table, summarize
+    from parabench.sweep.report import format_table, summarize, terminal_width
     from parabench.sweep.run import run_grid
 
     preflight.check_timeout(args.timeout)  # before --out, as ever (grid_from checks it too)
@@ -301,7 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     tensorboard = cli_report.tensorboard_log(args.tensorboard)
     results = run_grid(grid, out=args.out, resume=args.resume,
                        on_result=tensorboard.write if tensorboard else None)
-    print(format_table(summarize(results, baselines)))
+    print(format_table(summarize(results, baselines), wide=args.wide, width=terminal_width()))
     print(f"\n{len(results)} case(s); results in {args.out}")
     if args.tensorboard:
         print(f"TensorBoard event files: tensorboard --logdir {args.tensorboard}")

@@ -3,9 +3,15 @@
 Usage::
 
     rows = summarize(results, baselines=earlier_serial_results)
-    print(format_table(rows))
+    print(format_table(rows))                    # compact: within TABLE_WIDTH (120) columns
+    print(format_table(rows, wide=True))         # every column (--wide; the report's table)
+    print(format_table(rows, width=terminal_width()))  # a terminal: the full one if it fits
 
-One row per (workload, method, device, workers x threads, batch, profile, options). Columns:
+One row per (workload, method, device, workers x threads, batch, profile, options). The
+compact table lifts the columns with one value in every row into a title line
+(``cnn · cpu · profile tiny · batch 64 · 1 repeat``), leaves out ``epoch s`` (its ``~`` / ``!``
+marks go on samples/s), then ``scaling`` where it is still too wide, and shortens a failed
+case's reason; the cells it shows are the wide table's. Legend lines wrap at 120. Columns:
 
 * ``samples/s``: steady-state throughput with its 95 % confidence interval, ``50,072 ±3.0%``.
   A case measures it in speed windows (:mod:`parabench.case.lifecycle`): after a warm-up
@@ -45,8 +51,11 @@ a column shows when any row has it.
 
 from __future__ import annotations
 
+import sys
+import textwrap
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TextIO
 
 from parabench.analysis.figures import RSS_MARK, memory_cell
 from parabench.analysis.ratios import Ratio
@@ -60,8 +69,17 @@ from parabench.analysis.summary import (
     summarize,
 )
 
-__all__ = ["REASON_WIDTH", "TO_TARGET", "UNSUPPORTED_MARK", "Row", "format_table", "legend",
-           "not_applicable", "one_line", "summarize", "windows_phrase"]
+__all__ = ["REASON_WIDTH", "TABLE_WIDTH", "TO_TARGET", "UNSUPPORTED_MARK", "Row",
+           "format_table", "legend", "not_applicable", "one_line", "summarize",
+           "terminal_width", "windows_phrase"]
+
+#: the compact table and every legend line fit a terminal this wide
+TABLE_WIDTH = 120
+#: columns the compact table lifts into its title line when every row has the same value
+LIFTABLE = ("workload", "device", "profile", "batch", "options", "n")
+#: columns only the wide table has; OPTIONAL: dropped, in order, while it is still too wide
+WIDE_ONLY = ("epoch s (IQR)",)
+OPTIONAL = ("scaling",)
 
 
 def _ratio(value: float | None, baseline: str | None, spec: str, unit: str) -> str:
@@ -105,37 +123,127 @@ def not_applicable(rows: Iterable[Row]) -> str:
     return f"n/a (method does not support the workload): {'; '.join(parts)}"
 
 
-def format_table(rows: list[Row]) -> str:
+def format_table(rows: list[Row], *, wide: bool = False, width: int | None = None) -> str:
+    """The summary table: compact (fits ``TABLE_WIDTH``) by default, every column when
+    ``wide``. ``width``: a terminal's width (:func:`terminal_width`); the full table when it
+    fits there, else the compact one fitted to it. None (piped output): the compact table."""
     extra_headers = sorted({h for r in rows for h in r.extra})
     header = ("workload", "method", "device", "workers", "batch", "profile", "options", "n",
               "epoch s (IQR)", "samples/s", "speedup", "scaling", "peak MB (PSS)", "parity",
               *extra_headers, "quality / status")
     shown = [r for r in rows if not r.unsupported]
-    lines = [header, *(_cells(r, extra_headers) for r in shown)]
+    cells = [_cells(r, extra_headers) for r in shown]
+    out = _grid(header, cells)
+    hidden: list[str] = []
+    if not wide and (width is None or max(map(len, out)) > width):
+        out, hidden = _compact(header, cells, shown, width or TABLE_WIDTH)
+    if any(r.fastest for r in shown):
+        out.append("* fastest configuration whose parity holds (per workload, device, profile)")
+    if na := not_applicable(rows):
+        out.extend(_wrap(na))
+    out.extend(legend(shown))
+    if hidden:
+        out.extend(_wrap(f"--wide shows every column (here also {', '.join(hidden)}); "
+                         "so do the report and the JSON results"))
+    return "\n".join(out)
+
+
+def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Columns padded to their widest cell, two spaces apart; the last one not padded."""
+    lines = [tuple(header), *rows]
     widths = [max(len(row[i]) for row in lines) for i in range(len(header) - 1)]
     out = []
     for row in lines:
         cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)]
         out.append("  ".join([*cells, row[-1]]).rstrip())
     out.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * 16)
-    if any(r.fastest for r in shown):
-        out.append("* fastest configuration whose parity holds (per workload, device, profile)")
-    if na := not_applicable(rows):
-        out.append(na)
-    out.extend(legend(shown))
-    return "\n".join(out)
+    return out
+
+
+def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[Row],
+             limit: int) -> tuple[list[str], list[str]]:
+    """The table in at most ``limit`` columns (where the rows allow it) and the headers it
+    leaves to --wide. Columns with one value in every row become a title line above the
+    table; ``epoch s`` goes (it is samples/s again, per epoch), its ``~`` / ``!`` marks move
+    to samples/s; ``scaling`` goes too if the table is still too wide; then a status reason
+    is shortened (the result keeps it all)."""
+    col = {h: i for i, h in enumerate(header)}
+    lifted = [h for h in LIFTABLE if cells and len({c[col[h]] for c in cells}) == 1]
+    title = " · ".join(t for h in lifted if (t := _titled(h, cells[0][col[h]])))
+    keep = [h for h in header if h not in lifted and h not in WIDE_ONLY]
+    rows = [tuple(_marked(r, c[col[h]]) if h == "samples/s" else c[col[h]] for h in keep)
+            for r, c in zip(shown, cells, strict=True)]
+    hidden = [h for h in header if h in WIDE_ONLY]
+    lines = _fitted(keep, rows, shown, limit)
+    for optional in OPTIONAL:
+        if max(map(len, lines)) <= limit or optional not in keep:
+            continue
+        i = keep.index(optional)
+        del keep[i]
+        rows = [row[:i] + row[i + 1:] for row in rows]
+        lines, hidden = _fitted(keep, rows, shown, limit), [*hidden, optional]
+    return ([title] if title else []) + lines, hidden
+
+
+def _fitted(header: list[str], rows: list[tuple[str, ...]], shown: list[Row],
+            limit: int) -> list[str]:
+    lines = _grid(header, rows)
+    return lines[:2] + [_shortened(ln, r, row[-1], limit)
+                        for ln, r, row in zip(lines[2:], shown, rows, strict=True)]
+
+
+def _shortened(line: str, r: Row, tail: str, limit: int) -> str:
+    """A status reason cut to end the line by ``limit`` (an ok row's figures stay whole)."""
+    keep = limit - 3 - (len(line) - len(tail))
+    if len(line) <= limit or r.status == "ok" or keep < 20:
+        return line
+    return line[: len(line) - len(tail) + keep] + "..."
+
+
+def _titled(header: str, value: str) -> str:
+    """A lifted column's value as the title line says it: 'batch 64', '3 repeats'."""
+    if header == "n":
+        return f"{value} repeat" + ("" if value == "1" else "s")
+    if header == "options":
+        return "" if value == "-" else value
+    return value if header in ("workload", "device") else f"{header} {value}"
+
+
+def _marked(r: Row, rate: str) -> str:
+    """The compact samples/s cell: the figure with the epoch cell's ``~`` / ``!`` marks."""
+    return rate + ("" if r.steady or r.epoch_s is None else " ~") + (" !" if r.busy else "")
+
+
+def _wrap(line: str) -> list[str]:
+    return textwrap.wrap(line, TABLE_WIDTH, subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False) or [line]
+
+
+def terminal_width(stream: TextIO | None = None) -> int | None:
+    """The terminal's width when ``stream`` (default stdout) is a terminal and rich is
+    installed (rich reads COLUMNS and the terminal's size); None otherwise: piped output and
+    tests get the fixed ``TABLE_WIDTH`` layout, the same on every machine."""
+    stream = stream or sys.stdout
+    if not stream.isatty():
+        return None
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(file=stream).width
 
 
 def legend(rows: list[Row]) -> list[str]:
-    """What the ratio columns and the ``~`` / ``!`` marks mean, and which baselines to add."""
+    """What the ratio columns and the ``~`` / ``!`` marks mean, and which baselines to add;
+    lines wrapped to ``TABLE_WIDTH``."""
     ok = [r for r in rows if r.status == "ok"]
     if not ok:
         return []
     lines = [*_speed_legend(ok),
              "workers: processes x threads each; speedup: vs serial with the same total cores "
              "(t=workers x threads);",
-             "scaling: speedup vs serial at the threads per worker (t=), / workers; each against "
-             "the same workload, device, profile, batch and data options"]
+             "scaling: speedup vs serial at the threads per worker (t=), / workers;",
+             "  each against the same workload, device, profile, batch and data options"]
     for hint in sorted({h for r in ok for h in r.missing}):
         lines.append(f"missing baseline: {hint}")
     if any(r.peak_is_rss for r in ok):
@@ -149,7 +257,7 @@ def legend(rows: list[Row]) -> list[str]:
         if r.busy:
             lines.append(f"! {r.workload}/{r.method} {r.workers}x{r.threads}: measured on a busy "
                          f"machine: {r.busy}")
-    return lines
+    return [w for line in lines for w in _wrap(line)]  # each within TABLE_WIDTH
 
 
 def _span(values: set[int]) -> str:

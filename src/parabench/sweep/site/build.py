@@ -83,7 +83,8 @@ class ReportData:
 
     @property
     def table(self) -> str:
-        return format_table(self.rows)
+        """Every column: the report has the room a terminal lacks."""
+        return format_table(self.rows, wide=True)
 
     @property
     def not_applicable(self) -> str:
