@@ -377,7 +377,7 @@ def test_execute_runs_rounds_and_records_the_federation() -> None:
     assert result.samples_per_epoch == 4 * 2048 and result.extra["rounds_per_epoch"] == 4
     assert result.extra["clients"] == 4 and result.extra["clients_per_worker"] == 2
     assert result.extra["split"] == "noniid"
-    assert sum(result.extra["samples_per_client"]) == 4 * 2048
+    assert sum(result.facts.samples_per_client) == 4 * 2048
     assert len(result.extra["client_sizes"]) == 4 and sum(result.extra["client_sizes"]) == 2048
     assert set(result.components) >= {"communication", "forward", "backward"}
     assert result.quality.value > 2 * 0.25  # four classes: chance is 0.25

@@ -59,8 +59,8 @@ BUSY_WARNING = "measured only on a busy machine (load above the cores in use)"
 
 
 def is_busy(r: Result) -> bool:
-    """Measured on a busy machine (``Result.machine["busy"]``, recorded around the case)."""
-    return bool((r.machine or {}).get("busy"))
+    """Measured on a busy machine (``Result.machine.busy``, recorded around the case)."""
+    return bool(r.machine and r.machine.busy)
 
 
 #: how a memory figure that is an RSS sum (no PSS: unreadable, or an older result) is marked

@@ -38,6 +38,7 @@ from parabench.case.clock import now
 from parabench.case.execute import skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.measure import TreeSampler
+from parabench.case.records import Machine
 from parabench.case.result import Result
 from parabench.case.target import salvage
 from parabench.config import RunConfig
@@ -210,16 +211,17 @@ def run_isolated(
         result = _salvaged(config, status, reason, out_log)
     for path in (result_path, out_log, err_log):
         path.unlink(missing_ok=True)
-    memory = sampler.memory_fields(float(result.extra.get("self_max_rss_mb", 0.0)))
-    settings = thread_settings(env, wait_policy(os.environ)[1], result.extra.get("rank_threads"),
-                               result.extra.get("rank_cores"))
+    memory = sampler.memory_fields(float(result.facts.self_max_rss_mb or 0.0))
+    settings = thread_settings(env, wait_policy(os.environ)[1], result.facts.rank_threads,
+                               result.facts.rank_cores)
     return dataclasses.replace(
         result,
         peak_rss_mb=memory["peak_rss_mb"],
         peak_pss_mb=memory["peak_pss_mb"],
         extra={**result.extra, **memory["extra"]},
-        machine=machine_record(measured, settings=settings, workers=result.workers,
-                               threads_per_worker=result.threads_per_worker),
+        machine=Machine.from_dict(machine_record(
+            measured, settings=settings, workers=result.workers,
+            threads_per_worker=result.threads_per_worker)),
         wall_s=wall,
         env=fingerprint(),
         git_commit=git_commit(),

@@ -51,6 +51,7 @@ from parabench.case.pool import WorkerError, resolve_program
 from parabench.case.rank import RankContext, default_backend, init_group, set_threads
 
 if TYPE_CHECKING:
+    from parabench.case.records import Facts
     from parabench.config import RunConfig
 
 
@@ -212,11 +213,13 @@ def config_from(args: argparse.Namespace, threads: int) -> Any:
     )
 
 
-def summed_pss(extra: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
+def summed_pss(facts: Facts | dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
     """The ranks' PSS peaks summed, and the source (every rank's, or RSS where PSS was not)."""
     from parabench.case.measure import pss_source
+    from parabench.case.records import Facts
 
-    pss, rss = extra.get("rank_peak_pss_mb") or [], extra.get("rank_max_rss_mb") or []
+    facts = Facts.from_dict(facts) or Facts()
+    pss, rss = facts.rank_peak_pss_mb or [], facts.rank_max_rss_mb or []
     read = sum(p is not None for p in pss)
     if not pss or read == 0 or len(pss) != len(rss):
         return None, {"peak_pss_source": "rss"}
@@ -229,16 +232,17 @@ def summed_pss(extra: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
 def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "user") -> Any:
     """The result as rank 0 writes it: summed rank peaks, machine, environment, time stamp."""
     from parabench.case.machine import machine_record, thread_settings
+    from parabench.case.records import Machine
     from parabench.envinfo import fingerprint, git_commit
 
-    peaks = result.extra.get("rank_max_rss_mb") or []
-    pss, pss_extra = summed_pss(result.extra)
-    hosts = result.extra.get("rank_hosts") or []
+    peaks = result.facts.rank_max_rss_mb or []
+    pss, pss_extra = summed_pss(result.facts)
+    hosts = result.facts.rank_hosts or []
     local = sum(h == hosts[0] for h in hosts) if hosts else 1  # ranks on rank 0's node
-    machine = {} if watch is None else machine_record(
+    machine = None if watch is None else Machine.from_dict(machine_record(
         watch.finish(case_cpu_s=None),
-        settings=thread_settings(os.environ, policy_source, result.extra.get("rank_threads")),
-        workers=local, threads_per_worker=result.threads_per_worker)
+        settings=thread_settings(os.environ, policy_source, result.facts.rank_threads),
+        workers=local, threads_per_worker=result.threads_per_worker))
     return dataclasses.replace(
         result,
         peak_rss_mb=round(sum(peaks), 1) if peaks else None,
@@ -248,7 +252,7 @@ def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "
         wall_s=wall_s,
         extra={**result.extra, **pss_extra, "launcher": "torchrun",
                "world_size": int(os.environ["WORLD_SIZE"]),
-               "nnodes": len(set(result.extra.get("rank_hosts") or [])) or None},
+               "nnodes": len(set(hosts)) or None},
         env=fingerprint(),
         git_commit=git_commit(),
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
