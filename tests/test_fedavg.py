@@ -285,7 +285,7 @@ def test_round_counts_every_client_sample_and_the_slowest_rank(trained: dict[str
     # an epoch: clients / local_epochs = 2 rounds of two local epochs, each client its shard 4x
     assert describe["samples_per_epoch"] == 4 * n and describe["notes"]["rounds_per_epoch"] == 2
     sizes = [len(shard) for rank in hosted for shard in rank.values()]
-    assert describe["notes"]["samples_per_client"] == [4 * size for size in sizes]
+    assert describe["samples_per_client"] == [4 * size for size in sizes]
     assert describe["batch_size"] == 64 and describe["notes"]["batch"] == "per client"
     assert describe["notes"]["clients"] == 4 and describe["notes"]["dirichlet_alpha"] == 0.5
     assert [sorted(rank) for rank in hosted] == [[0, 1], [2, 3]]
