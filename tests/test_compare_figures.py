@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from parabench.case.result import Result
 from parabench.analysis import ratios as compare
+from parabench.case.result import Result
 from parabench.sweep.report import format_table, summarize
 
 pytestmark = pytest.mark.cpu
