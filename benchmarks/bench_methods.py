@@ -222,6 +222,10 @@ def _figures_of(result: Any) -> dict[str, Any]:
     rate = statistics.median(rates)
     low, high = result.samples_per_s_ci or median_ci(rates)
     pss = getattr(result, "peak_pss_mb", None)  # None: an older parabench, or unreadable
+    # schema 2 holds typed records; an older parabench (asv runs old commits) plain dicts
+    window = result.window.to_dict() if hasattr(result.window, "to_dict") else result.window
+    machine = getattr(result, "machine", None)
+    busy = machine.get("busy") if isinstance(machine, dict) else getattr(machine, "busy", False)
     return {
         "threads": result.threads_per_worker,
         "samples_per_s": rate,
@@ -229,12 +233,12 @@ def _figures_of(result: Any) -> dict[str, Any]:
         "ci_halfwidth": (high - low) / 2 / rate,
         "seconds_per_sample": 1.0 / rate,
         "windows": len(rates),
-        "window": result.window,
+        "window": window,
         "startup_s": result.startup_s,
         "quality": result.quality.value if result.quality else None,
         "peak_mb": pss if pss is not None else result.peak_rss_mb,
         "peak_source": "pss" if pss is not None else "rss",
-        "busy": bool((getattr(result, "machine", None) or {}).get("busy")),
+        "busy": bool(busy),
     }
 
 

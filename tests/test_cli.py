@@ -126,7 +126,7 @@ def test_bad_data_dir_is_a_usage_error_recorded_in_the_results(tmp_path: Path) -
     assert proc.returncode == 2
     assert "parabench: error: " in proc.stderr and "missing" in proc.stderr
     [result] = read_results(out)
-    assert result.status == "failed" and result.extra["config_error"] is True
+    assert result.status == "failed" and result.facts.config_error is True
 
 
 def test_data_dir_for_a_synthetic_only_workload_is_refused_before_anything_runs(

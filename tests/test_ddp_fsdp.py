@@ -186,7 +186,7 @@ def test_execute_runs_ddp_end_to_end_with_the_thread_budget_recorded() -> None:
                                profile="tiny", epochs=2))
     assert result.status == "ok", result.reason + str(result.extra.get("traceback"))
     assert result.workers == 2 and result.threads_per_worker == 1 and result.batch_size == 64
-    assert result.extra["rank_threads"] == [1, 1]
+    assert result.facts.rank_threads == [1, 1]
     assert result.startup_s and result.quality and result.quality.value > 0.5  # 4 classes
     assert len(result.components["communication"]) == 2
 
@@ -242,8 +242,8 @@ def test_torchrun_two_simulated_nodes_write_one_result_with_serial_losses(tmp_pa
     assert len(rows) == 1, rows  # rank 0 only
     row = rows[0]
     assert (row["status"], row["workers"], row["threads_per_worker"]) == ("ok", 2, 1), row
-    assert row["extra"]["launcher"] == "torchrun" and row["extra"]["rank_threads"] == [1, 1]
-    assert len(row["extra"]["rank_max_rss_mb"]) == 2 and row["peak_rss_mb"] > 0
+    assert row["extra"]["launcher"] == "torchrun" and row["facts"]["rank_threads"] == [1, 1]
+    assert len(row["facts"]["rank_max_rss_mb"]) == 2 and row["peak_rss_mb"] > 0
     _, serial_losses = serial_weights("mlp")
     assert row["loss"] == pytest.approx(serial_losses, rel=1e-4)
 

@@ -250,9 +250,9 @@ def test_execute_reads_the_counters_around_each_training_epoch(
     config = RunConfig(workload="one_batch", method="burner", epochs=3, target_quality=target)
     result = execute_mod.execute(config)
     assert result.status == "ok", result.reason
-    assert result.energy is not None and result.energy["source"] == "rapl"
-    assert result.energy["joules_per_epoch"] == pytest.approx([3.0, 3.0, 3.0])
-    assert result.energy["joules_per_sample"] == pytest.approx(3.0 / 10)
+    assert result.energy is not None and result.energy.source == "rapl"
+    assert result.energy.joules_per_epoch == pytest.approx([3.0, 3.0, 3.0])
+    assert result.energy.joules_per_sample == pytest.approx(3.0 / 10)
 
 
 def test_a_failed_case_keeps_the_energy_of_its_finished_epochs(burning: Path) -> None:
@@ -260,4 +260,4 @@ def test_a_failed_case_keeps_the_energy_of_its_finished_epochs(burning: Path) ->
     result = execute_mod.execute(RunConfig(workload="one_batch", method="burner", epochs=3))
     assert result.status == "failed" and "epoch failed" in result.reason
     assert result.energy is not None
-    assert result.energy["joules_per_epoch"] == pytest.approx([3.0, 3.0])
+    assert result.energy.joules_per_epoch == pytest.approx([3.0, 3.0])

@@ -285,7 +285,7 @@ def test_round_counts_every_client_sample_and_the_slowest_rank(trained: dict[str
     # an epoch: clients / local_epochs = 2 rounds of two local epochs, each client its shard 4x
     assert describe["samples_per_epoch"] == 4 * n and describe["notes"]["rounds_per_epoch"] == 2
     sizes = [len(shard) for rank in hosted for shard in rank.values()]
-    assert describe["notes"]["samples_per_client"] == [4 * size for size in sizes]
+    assert describe["samples_per_client"] == [4 * size for size in sizes]
     assert describe["batch_size"] == 64 and describe["notes"]["batch"] == "per client"
     assert describe["notes"]["clients"] == 4 and describe["notes"]["dirichlet_alpha"] == 0.5
     assert [sorted(rank) for rank in hosted] == [[0, 1], [2, 3]]
@@ -377,7 +377,7 @@ def test_execute_runs_rounds_and_records_the_federation() -> None:
     assert result.samples_per_epoch == 4 * 2048 and result.extra["rounds_per_epoch"] == 4
     assert result.extra["clients"] == 4 and result.extra["clients_per_worker"] == 2
     assert result.extra["split"] == "noniid"
-    assert sum(result.extra["samples_per_client"]) == 4 * 2048
+    assert sum(result.facts.samples_per_client) == 4 * 2048
     assert len(result.extra["client_sizes"]) == 4 and sum(result.extra["client_sizes"]) == 2048
     assert set(result.components) >= {"communication", "forward", "backward"}
     assert result.quality.value > 2 * 0.25  # four classes: chance is 0.25

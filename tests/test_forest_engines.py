@@ -173,7 +173,7 @@ def test_exact_method_predicts_like_serial_with_its_engine_kept_up(
     quality = session.evaluate()
     assert quality == workloads.get(WORKLOAD).score(forest, data.x_test, data.y_test)
     assert session.notes["predict_s"] > 0
-    assert session.notes["predictions_sha"] == predictions_sha(forest.predict(data.x_test))
+    assert session.facts.predictions_sha == predictions_sha(forest.predict(data.x_test))
     if method in {"processes", "dask", "dask+threads", "mpi"}:
         assert len(engine) >= WORKERS, "workers must be children of the case process"
     assert not non_loopback_listeners(engine)

@@ -74,8 +74,8 @@ def test_parabench_run_gives_both_peers_parity_with_serial(tmp_path: Path) -> No
     for name in ("xgboost", "lightgbm"):
         r = results[name]
         assert r.status == "ok", r.reason
-        assert r.parity["status"] == "ok" and r.parity["kind"] == "statistical", r.parity
-        assert r.parity["baseline"] == "serial/cpu"
+        assert r.parity.status == "ok" and r.parity.kind == "statistical", r.parity
+        assert r.parity.baseline == "serial/cpu"
         assert r.workers * r.threads_per_worker == WORKERS
         assert r.extra["peer_threads"] == WORKERS and r.extra["peer"].startswith(name)
         assert r.extra["peer_spec"]["trees"] == 20  # the workload's tiny forest
@@ -119,7 +119,7 @@ def test_a_broken_peer_fails_parity(method: str, serial: Any,
     result = execute(_config(method))
     assert result.status == "ok", result.reason
     parity = assess(result, [serial])
-    assert parity is not None and parity["status"] == "failed", (parity, result.quality)
+    assert parity is not None and parity.status == "failed", (parity, result.quality)
 
 
 @pytest.mark.parametrize(("method", "module", "hint"), [
@@ -165,4 +165,4 @@ def test_peer_on_cuda_reaches_serial_quality(method: str, serial: Any) -> None:
     assert result.status == "ok", (result.reason, result.extra.get("traceback"))
     assert result.extra["peer_spec"]["device"] == "cuda"
     parity = assess(result, [serial])
-    assert parity is not None and parity["status"] == "ok", parity
+    assert parity is not None and parity.status == "ok", parity

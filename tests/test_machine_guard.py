@@ -91,17 +91,17 @@ def test_every_cli_result_records_the_machine_and_both_peaks(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (result,) = read_results(out)
     m = result.machine
-    assert m["omp_wait_policy"] == "PASSIVE" and m["omp_wait_policy_source"] == "parabench default"
-    assert m["threads"]["OMP_NUM_THREADS"] == "1" and m["threads"]["MKL_NUM_THREADS"] == "1"
-    assert m["cores"] >= 1 and m["cores_in_use"] == 1 and m["oversubscribed"] is False
+    assert m.omp_wait_policy == "PASSIVE" and m.omp_wait_policy_source == "parabench default"
+    assert m.threads["OMP_NUM_THREADS"] == "1" and m.threads["MKL_NUM_THREADS"] == "1"
+    assert m.cores >= 1 and m.cores_in_use == 1 and m.oversubscribed is False
     for key in ("load_1m_before", "load_1m_after", "other_cores", "other_cpu_share"):
-        assert isinstance(m[key], float | int) and m[key] >= 0, (key, m)
-    assert m["case_cpu_s"] > 0 and m["busy_basis"] == "cpu"
-    assert m["other_cores"] == pytest.approx(m["other_cpu_share"] * m["cores"], abs=0.01)
-    assert m["busy"] is is_busy(cores=m["cores"], cores_in_use=1, other_cores=m["other_cores"],
-                                load_before=m["load_1m_before"])
-    assert ("note" in m) is m["busy"]
-    json.dumps(m)  # plain JSON all the way down
+        assert isinstance(getattr(m, key), float | int) and getattr(m, key) >= 0, (key, m)
+    assert m.case_cpu_s > 0 and m.busy_basis == "cpu"
+    assert m.other_cores == pytest.approx(m.other_cpu_share * m.cores, abs=0.01)
+    assert m.busy is is_busy(cores=m.cores, cores_in_use=1, other_cores=m.other_cores,
+                                load_before=m.load_1m_before)
+    assert (m.note is not None) is m.busy
+    json.dumps(m.to_dict())  # plain JSON all the way down
     # memory: PSS counted (libraries shared with nothing here, so PSS <= RSS), RSS kept
     assert result.extra["peak_pss_source"] == "pss"
     assert result.peak_pss_mb is not None and result.peak_rss_mb is not None

@@ -12,21 +12,22 @@ import pytest
 from parabench.analysis import parity as parity_module
 from parabench.analysis.parity import EXACT_TOLERANCE, FALLBACK_SPREAD, assess
 from parabench.analysis.ratios import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
-from parabench.case.result import QualityValue, Result, read_results
+from parabench.case.result import Facts, Grading, QualityValue, Result, read_results
 from parabench.sweep.report import format_table, summarize
 from parabench.workloads import spread
 
 
 def _result(method: str, quality: float, *, higher: bool = True, device: str = "cpu",
             options: dict | None = None, batch: int | None = 64, workload: str = "mlp",
-            profile: str = "tiny", extra: dict | None = None,
-            trace: dict | None = None) -> Result:
+            profile: str = "tiny", facts: Facts | None = None,
+            grading: Grading | None = None, trace: dict | None = None) -> Result:
     return Result(
         workload=workload, method=method, device=device, workers=1 if method == "serial" else 2,
         threads_per_worker=1, batch_size=batch, epochs=3, profile=profile, seed=0, repeat=0,
         status="ok", epoch_s=[1.0, 1.0, 1.0],
         quality=QualityValue(name="accuracy", value=quality, higher_is_better=higher),
-        config={"options": options or {}}, extra=extra or {}, trace=trace,
+        config={"options": options or {}}, facts=facts or Facts(), grading=grading,
+        trace=trace,
     )
 
 
@@ -34,33 +35,33 @@ def test_a_wrong_exact_method_fails_parity_and_a_close_one_passes() -> None:
     serial = _result("serial", 0.80)
     close = assess(_result("wide_serial", 0.80 - EXACT_TOLERANCE / 2), [serial])
     stuck = assess(_result("wide_serial", 0.10), [serial])  # seed 004's DDP stuck at chance
-    assert close is not None and close["status"] == "ok"
-    assert stuck is not None and stuck["status"] == "failed"
-    assert stuck["gap"] == pytest.approx(-0.70) and stuck["baseline"] == "serial/cpu"
+    assert close is not None and close.status == "ok"
+    assert stuck is not None and stuck.status == "failed"
+    assert stuck.gap == pytest.approx(-0.70) and stuck.baseline == "serial/cpu"
 
 
 def test_better_than_serial_is_not_a_parity_failure() -> None:
     parity = assess(_result("wide_serial", 0.95), [_result("serial", 0.80)])
-    assert parity is not None and parity["status"] == "ok" and parity["gap"] > 0
+    assert parity is not None and parity.status == "ok" and parity.gap > 0
 
 
 def test_lower_is_better_quality_flips_the_gap() -> None:
     serial = _result("serial", 0.020, higher=False)
     worse = assess(_result("wide_serial", 0.030, higher=False), [serial])
-    assert worse is not None and worse["status"] == "failed" and worse["gap"] < 0
+    assert worse is not None and worse.status == "failed" and worse.gap < 0
 
 
 def test_baseline_must_share_batch_and_precision() -> None:
     serial = _result("serial", 0.80, options={"precision": "bf16"})
     other = assess(_result("wide_serial", 0.10), [serial])
-    assert other is not None and other["status"] == "not-applicable"
-    assert "add --method serial" in other["reason"]
-    assert assess(_result("serial", 0.8), [])["status"] == "not-applicable"
+    assert other is not None and other.status == "not-applicable"
+    assert "add --method serial" in other.reason
+    assert assess(_result("serial", 0.8), []).status == "not-applicable"
 
 
 def test_a_cuda_run_falls_back_to_the_cpu_baseline() -> None:
     parity = assess(_result("wide_serial", 0.79, device="cuda"), [_result("serial", 0.80)])
-    assert parity is not None and parity["baseline"] == "serial/cpu"
+    assert parity is not None and parity.baseline == "serial/cpu"
 
 
 def test_the_summary_table_shows_a_parity_failure() -> None:
@@ -86,9 +87,9 @@ def test_parabench_run_records_parity_against_the_serial_case_of_the_sweep(
     assert proc.returncode == 0, proc.stderr
     results = {r.method: r for r in read_results(out)}
     assert [r.method for r in read_results(out)] == ["serial", "wide_serial"]  # baseline first
-    assert results["serial"].parity["status"] == "not-applicable"
-    assert results["wide_serial"].parity["status"] == "ok"
-    assert results["wide_serial"].parity["gap"] == pytest.approx(0, abs=1e-9)
+    assert results["serial"].parity.status == "not-applicable"
+    assert results["wide_serial"].parity.status == "ok"
+    assert results["wide_serial"].parity.gap == pytest.approx(0, abs=1e-9)
     assert "precision=fp32" in proc.stdout
 
 
@@ -106,31 +107,31 @@ def test_exact_parity_follows_the_trajectory_and_still_checks_the_evaluation() -
     serial = _result("serial", 0.80, trace=_trace())
     same = assess(_result("wide_serial", 0.795, trace=_trace()), [serial])  # a flipped sample
     drift = assess(_result("wide_serial", 0.80, trace=_trace(1.01)), [serial])  # accuracy on
-    assert same["status"] == "ok" and same["basis"] == "trajectory"
-    assert drift["status"] == "failed" and drift["basis"] == "trajectory"
-    assert drift["loss_rel_max"] > same["loss_rel_max"]
+    assert same.status == "ok" and same.basis == "trajectory"
+    assert drift.status == "failed" and drift.basis == "trajectory"
+    assert drift.loss_rel_max > same.loss_rel_max
     assert parity_text(drift).startswith("FAILED loss")
     # trained exactly like serial, but the held-out evaluation lands elsewhere (e.g. a rank
     # scoring its shard of the test set): the trajectory cannot see it, the quality check does
     misjudged = assess(_result("wide_serial", 0.70, trace=_trace()), [serial])
-    assert misjudged["status"] == "failed" and misjudged["trajectory_ok"]
-    assert misjudged["quality_tolerance"] == EXACT_TOLERANCE and "evaluation" in misjudged["reason"]
+    assert misjudged.status == "failed" and misjudged.trajectory_ok
+    assert misjudged.quality_tolerance == EXACT_TOLERANCE and "evaluation" in misjudged.reason
     assert parity_text(misjudged) == "FAILED quality -0.100"
 
 
 def _forest(method: str, quality: float, sha: str) -> Result:
     return _result(method, quality, workload="random_forest",
-                   extra={"predictions_sha": sha})
+                   facts=Facts(predictions_sha=sha))
 
 
 def test_seed_exact_forests_need_identical_predictions_and_a_zero_gap() -> None:
     serial = _forest("serial", 0.86, "abc")
     same = assess(_forest("threads", 0.86, "abc"), [serial])
     other = assess(_forest("threads", 0.86, "abd"), [serial])  # same accuracy, other trees
-    assert same["status"] == "ok" and same["basis"] == "predictions" and same["identical"]
-    assert same["tolerance"] == 0.0 and same["gap"] == 0.0
-    assert other["status"] == "failed" and not other["identical"]
-    assert other["baseline_predictions_sha"] == "abc"
+    assert same.status == "ok" and same.basis == "predictions" and same.identical
+    assert same.tolerance == 0.0 and same.gap == 0.0
+    assert other.status == "failed" and not other.identical
+    assert other.baseline_predictions_sha == "abc"
 
 
 TABLE = {"mlp": {"tiny": {"3": {"std": 0.02, "command": "python scripts/seed_spread.py "
@@ -143,21 +144,21 @@ def test_statistical_margin_is_three_measured_spreads(monkeypatch: pytest.Monkey
     tol = SPREAD_FACTOR * 0.02
     inside = assess(_result("fedavg", 0.80 - tol + 1e-9), [serial])
     outside = assess(_result("fedavg", 0.80 - tol - 1e-9), [serial])
-    assert inside["status"] == "ok" and outside["status"] == "failed"
-    assert inside["tolerance"] == pytest.approx(0.06) and inside["spread"] == 0.02
-    assert "seed_spread.json" in inside["spread_source"] and "2026-11-23" in inside["spread_source"]
-    assert "reason" not in inside
+    assert inside.status == "ok" and outside.status == "failed"
+    assert inside.tolerance == pytest.approx(0.06) and inside.spread == 0.02
+    assert "seed_spread.json" in inside.spread_source and "2026-11-23" in inside.spread_source
+    assert inside.reason is None
 
 
 def test_a_missing_spread_is_named_not_silent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spread, "table", lambda: TABLE)
     serial = _result("serial", 0.80, profile="full")
     parity = assess(_result("fedavg", 0.75, profile="full"), [serial])
-    assert parity["spread_source"] == "fallback" and parity["spread"] == FALLBACK_SPREAD
-    assert parity["reason"] == ("no measured seed spread for mlp at full: "
+    assert parity.spread_source == "fallback" and parity.spread == FALLBACK_SPREAD
+    assert parity.reason == ("no measured seed spread for mlp at full: "
                                 "run scripts/seed_spread.py")
     fallback_tol = max(SPREAD_FACTOR * FALLBACK_SPREAD, MIN_STATISTICAL_TOLERANCE)
-    assert parity["tolerance"] == pytest.approx(fallback_tol) and parity["status"] == "failed"
+    assert parity.tolerance == pytest.approx(fallback_tol) and parity.status == "failed"
 
 
 def test_a_result_can_declare_itself_statistical(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,10 +166,10 @@ def test_a_result_can_declare_itself_statistical(monkeypatch: pytest.MonkeyPatch
     serial = _result("serial", 0.80, trace=_trace())
     why = "BatchNorm statistics are per rank under data parallelism"
     bn = _result("wide_serial", 0.79, trace=_trace(1.5),
-                 extra={"parity_kind": "statistical", "parity_reason": why})
+                 grading=Grading(kind="statistical", reason=why))
     parity = assess(bn, [serial])
-    assert parity["kind"] == "statistical" and parity["kind_reason"] == why
-    assert parity["basis"] == "quality" and parity["status"] == "ok"  # the trace is not used
+    assert parity.kind == "statistical" and parity.kind_reason == why
+    assert parity.basis == "quality" and parity.status == "ok"  # the trace is not used
     assert parity_module.parity_kind(_result("wide_serial", 0.8)) == ("exact", None)
 
 
@@ -178,9 +179,9 @@ def test_a_loss_spread_is_relative_to_its_mean(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(spread, "table", lambda: table)
     serial = _result("serial", 0.040, higher=False)
     parity = assess(_result("fedavg", 0.045, higher=False), [serial])  # 12.5 % worse
-    assert parity["spread"] == pytest.approx(0.05)  # std / mean
-    assert parity["tolerance"] == pytest.approx(3 * 0.05 * 0.040)
-    assert parity["status"] == "ok" and parity["gap"] == pytest.approx(-0.005)
+    assert parity.spread == pytest.approx(0.05)  # std / mean
+    assert parity.tolerance == pytest.approx(3 * 0.05 * 0.040)
+    assert parity.status == "ok" and parity.gap == pytest.approx(-0.005)
 
 
 def test_shipped_table_covers_every_shipped_workload_at_tiny() -> None:
@@ -208,8 +209,8 @@ def test_the_spread_is_the_one_measured_at_the_runs_epochs(
     monkeypatch.setattr(spread, "table", lambda: table)
     serial = dataclasses.replace(_result("serial", 0.60), epochs=1)
     one = assess(dataclasses.replace(_result("fedavg", 0.45), epochs=1), [serial])
-    assert one["status"] == "ok" and one["spread"] == pytest.approx(0.1)
-    assert "1 epoch(s)" in one["spread_source"] and "nearest" not in one["spread_source"]
+    assert one.status == "ok" and one.spread == pytest.approx(0.1)
+    assert "1 epoch(s)" in one.spread_source and "nearest" not in one.spread_source
     assert spread.seed_spread("mlp", "tiny", 3).std == pytest.approx(0.01)
     assert spread.seed_spread("mlp", "tiny").std == pytest.approx(0.01)  # the most epochs
     near = spread.seed_spread("mlp", "tiny", 5)  # none at 5: the nearest, said so

@@ -17,6 +17,7 @@ from parabench.case import lifecycle as lc
 from parabench.case.clock import Clock
 from parabench.case.execute import execute
 from parabench.case.lifecycle import CaseLifecycle, steps_for
+from parabench.case.records import Window
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.torch.loop import epoch_order, window_order
@@ -147,9 +148,9 @@ def test_a_real_case_reports_the_median_of_its_windows_with_a_ci() -> None:
     result = execute(RunConfig(workload="mlp", method="serial", profile="tiny", epochs=1,
                                threads_per_worker=1, windows=3, steps=5))
     assert result.status == "ok", result.reason
-    assert result.window == {"unit": "steps", "steps": 5, "steps_source": "--steps",
-                             "target_s": result.window["target_s"], "warmup": 1,
-                             "asked": 3, "ci_target": None}
+    assert result.window == Window(unit="steps", steps=5, steps_source="--steps",
+                                   target_s=result.window.target_s, warmup=1,
+                                   asked=3, ci_target=None)
     assert result.window_samples == [5 * 64] * 4 and len(result.window_s) == 4
     rates = [n / s for n, s in zip(result.window_samples[1:], result.window_s[1:],
                                    strict=True)]

@@ -86,7 +86,7 @@ def test_the_half_width_is_the_larger_side_in_percent_of_the_median() -> None:
 def test_window_rates_leave_the_warm_up_windows_out() -> None:
     r = windowed(case("mlp", "serial", 1))
     assert r.window_rates == [100.0, 200.0, 400.0]
-    two = dataclasses.replace(r, window={**r.window, "warmup": 2})
+    two = dataclasses.replace(r, window=dataclasses.replace(r.window, warmup=2))
     assert two.window_rates == [200.0, 400.0]
     none = dataclasses.replace(r, window=None)  # no window dict: nothing is warm-up
     assert none.window_rates == [50.0, 100.0, 200.0, 400.0]
@@ -130,7 +130,7 @@ def test_the_table_shows_speed_with_its_ci_and_no_warm_up_mark_with_windows() ->
     assert "here 3 windows of 415 global steps, after a warm-up window" in table
     assert "larger side when the interval is asymmetric" in table
     fit = windowed(case("mlp", "forest", 1), unit="fit", window_s=[9.0, 8.0, 8.0, 8.0, 8.0])
-    steps = dataclasses.replace(ddp, window={**ddp.window, "steps": 112})
+    steps = dataclasses.replace(ddp, window=dataclasses.replace(ddp.window, steps=112))
     rows = summarize([serial, steps, fit])
     assert windows_phrase(rows) == "3-4 windows of 112-415 global steps or one fit"
     assert windows_phrase(summarize([case("mlp", "serial", 1)])) == ""

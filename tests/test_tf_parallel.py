@@ -149,10 +149,10 @@ def test_cli_compares_tf_multiworker_with_tf_serial(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = {r.method: r for r in read_results(out)}
-    assert results["tf_serial"].parity["kind"] == "baseline"
+    assert results["tf_serial"].parity.kind == "baseline"
     multi = results["tf_multiworker"]
     assert multi.workers == 2 and multi.status == "ok"
-    assert multi.parity["status"] == "ok" and multi.parity["baseline"] == "tf_serial/cpu"
+    assert multi.parity.status == "ok" and multi.parity.baseline == "tf_serial/cpu"
     assert multi.startup_s and multi.startup_s > 0 and multi.extra["tf_intra_op_threads"] == 1
     rows = {row.method: row for row in summarize(read_results(out))}
     assert rows["tf_multiworker"].baseline == "tf_serial/cpu t=2 bs=64"  # vs tf_serial, 2 x 1
@@ -227,12 +227,12 @@ def _result(method: str, quality: float) -> Result:
 def test_tf_multiworker_is_judged_against_tf_serial_not_serial() -> None:
     baselines = [_result("serial", 0.30), _result("tf_serial", 0.90)]
     parity = assess(_result("tf_multiworker", 0.89), baselines)
-    assert parity is not None and parity["status"] == "ok"
-    assert parity["baseline"] == "tf_serial/cpu" and parity["baseline_quality"] == 0.90
+    assert parity is not None and parity.status == "ok"
+    assert parity.baseline == "tf_serial/cpu" and parity.baseline_quality == 0.90
     ddp = assess(_result("ddp", 0.89), baselines)
-    assert ddp is not None and ddp["baseline"] == "serial/cpu"
+    assert ddp is not None and ddp.baseline == "serial/cpu"
     alone = assess(_result("tf_multiworker", 0.89), [_result("serial", 0.89)])
-    assert alone is not None and "add --method tf_serial" in alone["reason"]
+    assert alone is not None and "add --method tf_serial" in alone.reason
 
 
 @pytest.fixture(autouse=True)

@@ -116,13 +116,13 @@ def test_a_method_that_reaches_the_target_stops_there_and_counts_the_warmup_once
     result = run("scripted", target=0.8)
     ttt = result.time_to_target
     assert result.status == "ok" and ttt is not None
-    assert ttt["reached"] and ttt["epoch"] == 3 and ttt["stopped_early"]
-    assert ttt["train_s"] == 1.0 + 2.0 + 4.0  # epochs 1..3, warm-up included once
-    assert ttt["startup_s"] == result.startup_s and ttt["startup_s"] is not None
+    assert ttt.reached and ttt.epoch == 3 and ttt.stopped_early
+    assert ttt.train_s == 1.0 + 2.0 + 4.0  # epochs 1..3, warm-up included once
+    assert ttt.startup_s == result.startup_s and ttt.startup_s is not None
     assert result.epoch_s == [1.0, 2.0, 4.0]  # evaluation (sleeps) kept off the epoch clock
     assert result.epoch_quality == [0.5, 0.7, 0.8]
     assert scripted.last.trained == 3 and scripted.last.evaluations == 3  # no extra evaluate
-    assert ttt["eval_s_total"] >= 3 * ScriptedSession.EVAL_SLEEP
+    assert ttt.eval_s_total >= 3 * ScriptedSession.EVAL_SLEEP
     assert result.quality is not None and result.quality.value == 0.8
 
 
@@ -131,28 +131,28 @@ def test_a_method_that_never_reaches_it_says_so_after_max_epochs(
 ) -> None:
     result = run("scripted", target=0.9, max_epochs=4)
     ttt = result.time_to_target
-    assert ttt is not None and not ttt["reached"]
-    assert ttt["reason"] == "not reached in 4 epochs"
-    assert ttt["train_s"] is None and ttt["epoch"] is None
-    assert result.epoch_quality == [0.5, 0.7, 0.8, 0.85] and ttt["best_quality"] == 0.85
+    assert ttt is not None and not ttt.reached
+    assert ttt.reason == "not reached in 4 epochs"
+    assert ttt.train_s is None and ttt.epoch is None
+    assert result.epoch_quality == [0.5, 0.7, 0.8, 0.85] and ttt.best_quality == 0.85
     assert len(result.epoch_s) == 4 and result.status == "ok"
 
 
 def test_lower_is_better_reaches_when_at_or_below_the_target(scripted: ScriptedMethod) -> None:
     ttt = run("scripted_mse", target=0.03).time_to_target
-    assert ttt is not None and ttt["reached"] and ttt["epoch"] == 3
-    assert not ttt["higher_is_better"] and ttt["best_quality"] == 0.03
+    assert ttt is not None and ttt.reached and ttt.epoch == 3
+    assert not ttt.higher_is_better and ttt.best_quality == 0.03
     missed = run("scripted_mse", target=0.01).time_to_target
-    assert missed is not None and not missed["reached"] and missed["best_quality"] == 0.019
+    assert missed is not None and not missed.reached and missed.best_quality == 0.019
 
 
 def test_refit_workloads_time_the_first_fit_or_stop_after_it(scripted: ScriptedMethod) -> None:
     hit = run("scripted_refit", target=0.75)
-    assert hit.time_to_target is not None and hit.time_to_target["epoch"] == 1
-    assert hit.time_to_target["train_s"] == 1.0 and hit.epoch_s == [1.0]
+    assert hit.time_to_target is not None and hit.time_to_target.epoch == 1
+    assert hit.time_to_target.train_s == 1.0 and hit.epoch_s == [1.0]
     miss = run("scripted_refit", target=0.9)
-    assert miss.time_to_target is not None and not miss.time_to_target["reached"]
-    assert miss.time_to_target["reason"] == "not reached: every epoch refits the same model"
+    assert miss.time_to_target is not None and not miss.time_to_target.reached
+    assert miss.time_to_target.reason == "not reached: every epoch refits the same model"
     assert miss.epoch_s == [1.0]  # nine more identical fits would prove nothing
 
 
@@ -286,9 +286,9 @@ def serial_curve() -> Result:
 def test_a_target_above_serials_best_is_not_reached(serial_curve: Result) -> None:
     ttt = serial_curve.time_to_target
     assert serial_curve.status == "ok", serial_curve.reason
-    assert ttt is not None and not ttt["reached"] and ttt["reason"] == "not reached in 3 epochs"
+    assert ttt is not None and not ttt.reached and ttt.reason == "not reached in 3 epochs"
     assert len(serial_curve.epoch_quality) == 3 == len(serial_curve.epoch_s)
-    assert ttt["best_quality"] == max(serial_curve.epoch_quality) < 1.01
+    assert ttt.best_quality == max(serial_curve.epoch_quality) < 1.01
     assert serial_curve.quality is not None
     assert serial_curve.quality.value == serial_curve.epoch_quality[-1]
 
@@ -305,8 +305,8 @@ def test_serials_own_best_is_reached_at_the_epoch_it_was_first_seen(
                        threads_per_worker=1, target_quality=best - 1e-6)
     result = execute_mod.execute(config)
     ttt = result.time_to_target
-    assert ttt is not None and ttt["reached"] and ttt["epoch"] == first
-    assert ttt["train_s"] == pytest.approx(sum(result.epoch_s[:first]))
+    assert ttt is not None and ttt.reached and ttt.epoch == first
+    assert ttt.train_s == pytest.approx(sum(result.epoch_s[:first]))
     assert len(result.epoch_s) == first  # stopped there
 
 
@@ -339,7 +339,7 @@ def test_a_killed_case_keeps_the_qualities_it_printed(tmp_path: Path) -> None:
     assert result.status == "timeout" and result.epoch_s == [1.0, 2.0]
     assert result.epoch_quality == [0.41, 0.62]
     ttt = result.time_to_target
-    assert ttt is not None and ttt["reason"] == "not reached in 2 epochs"
-    assert ttt["max_epochs"] == 10 and ttt["startup_s"] is None
+    assert ttt is not None and ttt.reason == "not reached in 2 epochs"
+    assert ttt.max_epochs == 10 and ttt.startup_s is None
     plain = _salvaged(config.replace(target_quality=None), "timeout", "killed", log)
     assert plain.time_to_target is None and plain.epoch_quality == []

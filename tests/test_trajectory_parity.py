@@ -31,7 +31,7 @@ def _trace(threads: int = 1) -> dict[str, Any]:
     result = execute(config)
     assert result.status == "ok", result.reason
     assert result.trace is not None, "serial recorded no trace"
-    return result.trace
+    return result.trace.to_dict()  # the documented shape (parabench.analysis.trajectory)
 
 
 @pytest.fixture(scope="module")

@@ -311,7 +311,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.report:
         cli_report.write_report_and_say(results, args.report, baselines=baselines,
                                         sources=[args.out])
-    bad_input = sorted({r.reason for r in results if r.extra.get("config_error")})
+    bad_input = sorted({r.reason for r in results if r.facts.config_error})
     for reason in bad_input:  # e.g. a --data-dir that does not hold the expected layout
         print(f"parabench: error: {reason}", file=sys.stderr)
     if bad_input:

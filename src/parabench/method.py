@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from parabench import hardware
 from parabench.case.clock import Clock
 from parabench.case.launcher import POOL, Launcher
+from parabench.case.records import Facts, Grading
 from parabench.config import RunConfig, available_cores
 from parabench.workload import Workload
 
@@ -80,7 +81,10 @@ class Session(ABC):
         self.samples_per_epoch: int = 0
         #: forward + backward FLOPs per training sample, where the session can count them
         self.flops_per_sample: float | None = None
+        #: free-form notes for ``Result.extra`` (shown, never decided on)
         self.notes: dict[str, Any] = {}
+        #: facts analysis reads (``Result.facts``): set them here, never in ``notes``
+        self.facts = Facts()
         #: exact parity's evidence, when the session records it: the first steps' losses and
         #: a weight digest after them (format: :mod:`parabench.analysis.trajectory`)
         self.trace: dict[str, Any] | None = None
@@ -184,6 +188,12 @@ class Method(ABC):
         if config.option("precision") == "fp16" and config.device != "cuda":
             return "fp16 autocast needs CUDA; use --precision bf16 on CPU"
         return self.unavailable(config.device) or hardware.missing(workload.requires)
+
+    def grading(self, workload: Workload, config: RunConfig) -> Grading:
+        """How this case's results are graded against the baseline (recorded in the result,
+        read by :mod:`parabench.analysis.parity`): the declared ``parity``, unless a method
+        declares otherwise for a workload here (with the reason)."""
+        return Grading(kind=self.parity)
 
     @abstractmethod
     def session(self, workload: Workload, config: RunConfig) -> Session:

@@ -78,8 +78,8 @@ class Comparison:
 
 
 def _parity(rs: list[Result]) -> str:
-    statuses = {r.parity.get("status") for r in rs if r.parity}
-    if any(r.parity and r.parity.get("kind") == "baseline" for r in rs):
+    statuses = {r.parity.status for r in rs if r.parity}
+    if any(r.parity and r.parity.kind == "baseline" for r in rs):
         return "base"
     return "failed" if "failed" in statuses else "ok" if "ok" in statuses else "-"
 

@@ -59,9 +59,9 @@ BUSY_WARNING = "measured only on a busy machine (load above the cores in use)"
 
 
 def recorded_busy(r: Result) -> bool:
-    """Whether ``r`` says it was measured on a busy machine (``Result.machine["busy"]``, as
+    """Whether ``r`` says it was measured on a busy machine (``Result.machine.busy``, as
     :func:`parabench.case.machine.is_busy` judged it around the case)."""
-    return bool((r.machine or {}).get("busy"))
+    return bool(r.machine and r.machine.busy)
 
 
 #: how a memory figure that is an RSS sum (no PSS: unreadable, or an older result) is marked

@@ -3,7 +3,7 @@
 Usage::
 
     parity = assess(result, baselines)   # baselines: serial results of the same sweep/file
-    parity["status"]                     # "ok" | "failed" | "not-applicable"
+    parity.status                        # "ok" | "failed" | "not-applicable"
 
 A result is compared with the serial result of the same workload, profile, seed, epochs,
 global batch size and data options (data_dir, precision, DataLoader knobs do not change the
@@ -37,13 +37,14 @@ Parity fails when the method is worse than serial by more than the tolerance:
   and ``reason`` reads "no measured seed spread for X at Y: run scripts/seed_spread.py".
   Checked rather than not-applicable, because the failures it must catch (a run stuck at
   chance, a server that drops clients) are gaps of tenths that any plausible spread flags.
-* A result may overrule its method's declared kind: ``extra["parity_kind"]`` (e.g.
-  ``"statistical"`` for a BatchNorm model under data parallelism, whose per-rank batch
-  statistics are not serial's) with ``extra["parity_reason"]``, which the parity dict
-  carries as ``kind_reason``.
+* A method may grade a workload otherwise than its declared kind, by its
+  ``Method.grading(workload, config)`` hook (e.g. ``"statistical"`` for a BatchNorm model
+  under data parallelism, whose per-rank batch statistics are not serial's); the result
+  records that :class:`~parabench.case.records.Grading` and the parity carries its reason as
+  ``kind_reason``.
 * fedavg is compared at equal work: one fedavg epoch is ``clients / local_epochs`` rounds, so
   every client processes serial's samples per epoch (:mod:`parabench.methods.fedavg`); the
-  result's ``extra["samples_per_client"]`` is copied into the parity dict.
+  result's ``facts.samples_per_client`` is copied into the parity.
 
 A fast-but-wrong method is therefore flagged in its result, and reports show it.
 """
@@ -64,6 +65,7 @@ from parabench.analysis.ratios import (  # the tolerances live with the arithmet
     quality_gap,
 )
 from parabench.analysis.trajectory import compare_traces
+from parabench.case.records import Parity
 from parabench.case.result import Result
 from parabench.registry import methods
 from parabench.workloads.spread import missing_reason, seed_spread
@@ -113,21 +115,37 @@ def spread_for(workload_name: str, profile: str, higher_is_better: bool = True,
 
 
 def tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
-              higher_is_better: bool) -> float:
-    spread = (0.0 if kind == "exact"
-              else spread_for(workload_name, profile, higher_is_better)["spread"])
-    return parity_tolerance(kind, baseline_value, higher_is_better, spread)
+              higher_is_better: bool, epochs: int | None = None) -> float:
+    """The quality tolerance :func:`assess` applies (it calls this, with the result's epochs)."""
+    return _tolerance(kind, workload_name, profile, baseline_value, higher_is_better,
+                      epochs)[0]
+
+
+def _tolerance(kind: str, workload_name: str, profile: str, baseline_value: float,
+               higher_is_better: bool, epochs: int | None) -> tuple[float, dict[str, Any]]:
+    """(tolerance, the spread it came from: {} for exact, else :func:`spread_for`'s)."""
+    spread = {} if kind == "exact" else spread_for(workload_name, profile, higher_is_better,
+                                                   epochs)
+    return (parity_tolerance(kind, baseline_value, higher_is_better, spread.get("spread", 0.0)),
+            spread)
 
 
 def parity_kind(result: Result) -> tuple[str, str | None]:
-    """(kind, why): the result's own ``extra["parity_kind"]`` overrules the method's."""
+    """(kind, why): the grading the method declared for this workload (``result.grading``,
+    from ``Method.grading``), else the method's declared kind; why only when they differ."""
     declared = methods.get(result.method).parity if result.method in methods else "exact"
-    kind = result.extra.get("parity_kind") or declared
-    return kind, result.extra.get("parity_reason") if kind != declared else None
+    kind = result.grading.kind if result.grading else declared
+    why = result.grading.reason if result.grading else None
+    return kind, why if kind != declared else None
 
 
-def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None:
+def assess(result: Result, baselines: Iterable[Result]) -> Parity | None:
     """The ``parity`` field for ``result`` (None when the case did not finish ok)."""
+    out = _assess(result, baselines)
+    return None if out is None else Parity.from_dict(out)
+
+
+def _assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None:
     kind, why = parity_kind(result)
     if is_baseline(result.method):
         return {"status": "not-applicable", "kind": kind, "reason": "this is the baseline"}
@@ -143,9 +161,8 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
     q, q0 = result.quality.value, base.quality.value
     better_high = result.quality.higher_is_better
     gap = quality_gap(q, q0, better_high)
-    spread = {} if kind == "exact" else spread_for(result.workload, result.profile, better_high,
-                                                   result.epochs)
-    tol = parity_tolerance(kind, q0, better_high, spread.get("spread", 0.0))
+    tol, spread = _tolerance(kind, result.workload, result.profile, q0, better_high,
+                             result.epochs)
     out = {
         "status": "ok" if parity_holds(gap, tol) else "failed",
         "kind": kind,
@@ -158,8 +175,8 @@ def assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None
     }
     if why:
         out["kind_reason"] = why
-    if "samples_per_client" in result.extra:  # fedavg: the equal-work figure, shown
-        out["samples_per_client"] = result.extra["samples_per_client"]
+    if result.facts.samples_per_client is not None:  # fedavg: the equal-work figure, shown
+        out["samples_per_client"] = result.facts.samples_per_client
     evidence = exact_evidence(result, base) if kind == "exact" else None
     if evidence is not None:  # exact: the trajectory or the predictions decide, not accuracy
         same = evidence.pop("ok")
@@ -185,7 +202,7 @@ def exact_evidence(result: Result, base: Result) -> dict[str, Any] | None:
     """
     if result.trace and base.trace:
         return compare_traces(result.trace, base.trace)
-    mine, theirs = result.extra.get("predictions_sha"), base.extra.get("predictions_sha")
+    mine, theirs = result.facts.predictions_sha, base.facts.predictions_sha
     if mine and theirs:
         assert result.quality is not None and base.quality is not None
         same = mine == theirs and result.quality.value == base.quality.value

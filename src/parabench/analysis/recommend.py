@@ -13,7 +13,7 @@ with), are listed as such. Speedup is against the serial candidate with the same
 (workers x threads), batch and data options (:func:`parabench.analysis.ratios.find_baseline`; no
 other run stands in), with a bootstrap CI over the samples of both (see
 :mod:`parabench.analysis.stats`). A recommendation measured only on a busy machine (load above
-the cores in use, ``Result.machine["busy"]``) says so. The runner-up is the best qualifying
+the cores in use, ``Result.machine.busy``) says so. The runner-up is the best qualifying
 candidate of another method; the two differ significantly when a two-sided Mann-Whitney test
 gives p < 0.05.
 """
@@ -24,7 +24,6 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from parabench.analysis.figures import (
     BUSY_WARNING,
@@ -53,6 +52,7 @@ from parabench.analysis.stats import (
     ratio_ci,
     throughput_samples,
 )
+from parabench.case.records import Parity
 from parabench.case.result import Result
 
 __all__ = ["BASELINE_OPTIONS", "Candidate", "Recommendation", "baseline_for", "candidates",
@@ -125,36 +125,38 @@ def _sci(x: float) -> str:
     return f"{mantissa}e{int(exp)}"
 
 
-def _trajectory_share(p: dict[str, Any]) -> tuple[float, float]:
+def _trajectory_share(p: Parity) -> tuple[float, float]:
     """(loss, weight) difference, each over its tolerance (inf when not compared)."""
-    tol = p.get("tolerance") if isinstance(p.get("tolerance"), dict) else {}
-    return (p.get("loss_rel_max", float("inf")) / (tol.get("loss_rel") or 1.0),
-            p.get("weight_rel_l2", float("inf")) / (tol.get("weight_rel_l2") or 1.0))
+    tol = p.tolerance if isinstance(p.tolerance, dict) else {}
+    loss = p.loss_rel_max if p.loss_rel_max is not None else float("inf")
+    weight = p.weight_rel_l2 if p.weight_rel_l2 is not None else float("inf")
+    return loss / (tol.get("loss_rel") or 1.0), weight / (tol.get("weight_rel_l2") or 1.0)
 
 
-def _severity(p: dict[str, Any]) -> tuple[bool, float]:
+def _severity(p: Parity) -> tuple[bool, float]:
     """How bad a parity verdict is: failed first, then its figure over its tolerance."""
-    basis, tol = p.get("basis", "quality"), p.get("tolerance")
+    basis, tol = p.basis or "quality", p.tolerance
     if basis == "trajectory":
         figure = max(_trajectory_share(p))
     elif basis == "predictions":
-        figure = 0.0 if p.get("identical") else float("inf")
+        figure = 0.0 if p.identical else float("inf")
     else:
-        figure = -float(p.get("gap", 0.0)) / (tol if isinstance(tol, float) and tol else 1.0)
-    return p.get("status") == "failed", figure
+        figure = -float(p.gap or 0.0) / (tol if isinstance(tol, float) and tol else 1.0)
+    return p.status == "failed", figure
 
 
-def parity_text(p: dict[str, Any]) -> str:
+def parity_text(p: Parity) -> str:
     """One verdict with its evidence: ``ok w 2e-7``, ``FAILED loss 3e-2 w 6e-3``,
     ``ok identical``, ``FAILED differs``, ``ok``, ``FAILED -0.210`` (the quality gap)."""
-    ok = p.get("status") == "ok"
-    basis = p.get("basis", "quality")
+    ok = p.status == "ok"
+    basis = p.basis or "quality"
+    gap = p.gap or 0.0
     if basis == "trajectory":
-        if "loss_rel_max" not in p:  # e.g. a different number of traced steps
+        if p.loss_rel_max is None or p.weight_rel_l2 is None:  # e.g. other traced steps
             return "ok" if ok else "FAILED steps differ"
-        loss, weight = p["loss_rel_max"], p["weight_rel_l2"]
-        if not ok and p.get("trajectory_ok"):  # trained like serial, evaluated otherwise
-            return f"FAILED quality {p.get('gap', 0.0):+.3f}"
+        loss, weight = p.loss_rel_max, p.weight_rel_l2
+        if not ok and p.trajectory_ok:  # trained like serial, evaluated otherwise
+            return f"FAILED quality {gap:+.3f}"
         if not ok:
             return f"FAILED loss {_sci(loss)} w {_sci(weight)}"
         loss_share, weight_share = _trajectory_share(p)
@@ -163,29 +165,29 @@ def parity_text(p: dict[str, Any]) -> str:
     if basis == "predictions":
         if ok:
             return "ok identical"
-        return "FAILED differs" if not p.get("identical") else f"FAILED {p.get('gap', 0.0):+.3f}"
-    return "ok" if ok else f"FAILED {p.get('gap', 0.0):+.3f}"
+        return "FAILED differs" if not p.identical else f"FAILED {gap:+.3f}"
+    return "ok" if ok else f"FAILED {gap:+.3f}"
 
 
-def parity_cell(parities: Iterable[dict[str, Any] | None]) -> str:
+def parity_cell(parities: Iterable[Parity | None]) -> str:
     """The worst checked verdict of a configuration's repeats; ``base`` for the baseline,
     ``-`` when none was checked. Any failure reads ``FAILED ...``."""
     parities = [p for p in parities if p]
-    checked = [p for p in parities if p.get("status") in ("ok", "failed")]
+    checked = [p for p in parities if p.status in ("ok", "failed")]
     if not checked:
-        return "base" if any(p.get("kind") == "baseline" for p in parities) else "-"
+        return "base" if any(p.kind == "baseline" for p in parities) else "-"
     return parity_text(max(checked, key=_severity))
 
 
 def _parity(method: str, rs: Sequence[Result]) -> tuple[str, float | None, float | None, str]:
     if is_baseline(method):
         return "base", None, None, "base"
-    checked = [r.parity for r in rs if r.parity and r.parity.get("status") in ("ok", "failed")]
+    checked = [r.parity for r in rs if r.parity and r.parity.status in ("ok", "failed")]
     if not checked:
         return "unchecked", None, None, "-"
     worst = max(checked, key=_severity)
-    tol = worst.get("tolerance")
-    return (worst["status"], worst.get("gap"), tol if isinstance(tol, float) else None,
+    tol = worst.tolerance
+    return (worst.status, worst.gap, tol if isinstance(tol, float) else None,
             parity_text(worst))
 
 

@@ -62,8 +62,7 @@ def windows_text(r: Result) -> str:
     n = len(r.window_rates)
     if not n:
         return ""
-    window = r.window or {}
-    unit, steps = window.get("unit", "steps"), window.get("steps")
+    unit, steps = (r.window.unit, r.window.steps) if r.window else ("steps", None)
     what = f"{steps} steps" if unit == "steps" and steps else f"one {unit}"
     return f"{n} window{'s' if n != 1 else ''} of {what}"
 

@@ -100,12 +100,11 @@ def _busy(rs: list[Result], cores: int) -> str:
     busy = [r for r in rs if recorded_busy(r)]
     if not busy:
         return ""
-    # case/machine.py's keys (load_1m_*), and the plain names a hand-made result may carry
-    loads = [v for r in busy for k in ("load_1m_before", "load_1m_after", "load_before",
-                                       "load_after")
-             if isinstance(v := r.machine.get(k), int | float)]
-    others = [v for r in busy if isinstance(v := r.machine.get("other_cores"), int | float)]
-    cores = next((c for r in busy if isinstance(c := r.machine.get("cores_in_use"), int)), cores)
+    machines = [r.machine for r in busy if r.machine]
+    loads = [v for m in machines for v in (m.load_1m_before, m.load_1m_after)
+             if isinstance(v, int | float)]
+    others = [m.other_cores for m in machines if isinstance(m.other_cores, int | float)]
+    cores = next((m.cores_in_use for m in machines if isinstance(m.cores_in_use, int)), cores)
     text = (f"load {max(loads):.1f} > cores in use {cores}" if loads
             else f"busy (cores in use {cores})")
     text += f", other processes used {max(others):.2f} cores" if others else ""
@@ -182,9 +181,9 @@ def _window_fields(ok: list[Result]) -> dict[str, object]:
     r = next((r for r in ok if r.window_rates), None)
     if r is None:
         return {}
-    window = r.window or {}
-    return {"windows": len(r.window_rates), "window_unit": window.get("unit", "steps"),
-            "window_steps": window.get("steps")}
+    return {"windows": len(r.window_rates),
+            "window_unit": r.window.unit if r.window else "steps",
+            "window_steps": r.window.steps if r.window else None}
 
 
 def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:
@@ -200,12 +199,12 @@ def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:
 def _to_target(ok: list[Result]) -> tuple[float | None, str]:
     """Median train seconds to the target, and 'SEC (ep E, +START start)' or why not."""
     runs = [t for r in ok if (t := r.time_to_target)]
-    hits = [t for t in runs if t.get("reached")]
+    hits = [t for t in runs if t.reached]
     if not hits:
-        return None, f"not reached ({runs[0]['epochs_run']} ep)" if runs else ""
-    train = statistics.median(t["train_s"] for t in hits)
-    text = f"{train:.2f}s (ep {statistics.median(t['epoch'] for t in hits):g}"
-    starts = [t["startup_s"] for t in hits if t.get("startup_s") is not None]
+        return None, f"not reached ({runs[0].epochs_run} ep)" if runs else ""
+    train = statistics.median(t.train_s or 0.0 for t in hits)
+    text = f"{train:.2f}s (ep {statistics.median(t.epoch or 0 for t in hits):g}"
+    starts = [t.startup_s for t in hits if t.startup_s is not None]
     text += f", +{statistics.median(starts):.1f}s start)" if starts else ")"
     if len(hits) < len(runs):
         text += f" {len(hits)}/{len(runs)} reached"

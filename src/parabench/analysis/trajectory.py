@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from parabench.case.records import Trace
 from parabench.method import TRACE_STEPS  # noqa: F401 - the format's step count, re-exported
 
 #: Drift of the trace figures, measured with ``python scripts/weight_drift.py --trace mlp cnn
@@ -102,14 +103,18 @@ def weight_rel_l2(digest: dict[str, Any], reference: dict[str, Any]) -> tuple[fl
     return worst, where
 
 
-def compare_traces(trace: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
-    """Exact parity's figures and verdict for ``trace`` against the baseline's ``reference``."""
-    steps = min(trace["steps"], reference["steps"])
-    if trace["steps"] != reference["steps"]:
+def compare_traces(trace: Trace | dict[str, Any],
+                   reference: Trace | dict[str, Any]) -> dict[str, Any]:
+    """Exact parity's figures and verdict for ``trace`` against the baseline's ``reference``
+    (:class:`~parabench.case.records.Trace`, or its dict as a session records it)."""
+    mine, ref = Trace.from_dict(trace), Trace.from_dict(reference)
+    assert mine is not None and ref is not None
+    steps = min(mine.steps, ref.steps)
+    if mine.steps != ref.steps:
         return {"ok": False, "basis": "trajectory", "steps": steps,
-                "reason": f"traced {trace['steps']} steps, the baseline {reference['steps']}"}
-    loss = loss_rel_max(trace["losses"], reference["losses"])
-    weight, where = weight_rel_l2(trace["digest"], reference["digest"])
+                "reason": f"traced {mine.steps} steps, the baseline {ref.steps}"}
+    loss = loss_rel_max(mine.losses, ref.losses)
+    weight, where = weight_rel_l2(mine.digest, ref.digest)
     return {
         "ok": loss <= LOSS_RTOL and weight <= WEIGHT_RTOL,
         "basis": "trajectory",

@@ -3,7 +3,8 @@
 * :mod:`~parabench.case.lifecycle` - start, warm-up, timed windows, evaluate, close.
 * :mod:`~parabench.case.clock` - the one clock (``Clock``, ``Spans``, ``Stopwatch``).
 * :mod:`~parabench.case.execute` - the isolated worker entry (``python -m parabench.case.execute``).
-* :mod:`~parabench.case.result` - what a case produces: the result schema (JSON Lines).
+* :mod:`~parabench.case.result` - what a case produces: the result schema (JSON Lines), its
+  typed parts in :mod:`~parabench.case.records` (window, parity, machine, grading, facts, ...).
 * :mod:`~parabench.case.isolate` - runs that worker in its own process group, with a timeout.
 * :mod:`~parabench.case.launcher` - where a case's ranks come from (a pool here, or torchrun).
 * :mod:`~parabench.case.pool` / :mod:`~parabench.case.rank` - rank processes of one case.

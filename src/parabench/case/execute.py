@@ -35,6 +35,7 @@ from parabench.case.energy import EnergyMeter, open_meter
 from parabench.case.launcher import POOL, Launcher
 from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
 from parabench.case.measure import self_max_rss_mb
+from parabench.case.records import Energy, Facts, TimeToTarget, Trace, Window
 from parabench.case.result import QualityValue, Result
 from parabench.case.target import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
@@ -133,40 +134,46 @@ def _windows(lifecycle: CaseLifecycle) -> dict[str, Any]:
     session, steps, asked = lifecycle.session, lifecycle.window_steps, lifecycle.windows_asked()
     return {"window_s": [s.seconds for s in lifecycle.windows],
             "window_samples": [s.samples for s in lifecycle.windows],
-            "window": {"unit": session.window_unit if session else "epoch", "steps": steps,
-                       "steps_source": "--steps" if lifecycle.config.steps else "auto",
-                       "target_s": window_target_s(), "warmup": lifecycle.warmup_windows,
-                       # None: windows were added while the CI was wider than this
-                       "asked": asked, "ci_target": None if asked else CI_TARGET}}
+            "window": Window(unit=session.window_unit if session else "epoch", steps=steps,
+                             steps_source="--steps" if lifecycle.config.steps else "auto",
+                             target_s=window_target_s(), warmup=lifecycle.warmup_windows,
+                             # None: windows were added while the CI was wider than this
+                             asked=asked, ci_target=None if asked else CI_TARGET)}
 
 
 def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
             meter: EnergyMeter, tracker: TargetTracker | None) -> Result:
     identity = _identity(config)
-    extra: dict[str, Any] = {"self_max_rss_mb": self_max_rss_mb()}
+    extra: dict[str, Any] = {}
+    facts = Facts()
     samples = None
     if session is not None:
         identity["threads_per_worker"] = session.threads_per_worker
         identity["batch_size"] = session.batch_size or config.batch_size
         samples = session.samples_per_epoch or None
         m["flops_per_sample"] = session.flops_per_sample
-        m["trace"] = getattr(session, "trace", None)  # exact parity's evidence, if recorded
+        # exact parity's evidence, if recorded
+        m["trace"] = Trace.from_dict(getattr(session, "trace", None))
         extra.update(session.notes)
+        facts = session.facts
         m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
-    m["energy"] = meter.summary(samples)
+    m["energy"] = Energy.from_dict(meter.summary(samples))
     if tracker is not None:  # what was reached so far, also when the case failed later
         m["epoch_quality"] = list(tracker.qualities)
-        m["time_to_target"] = tracker.summary(m["epoch_s"], m.get("startup_s"), config.epochs)
+        m["time_to_target"] = TimeToTarget.from_dict(
+            tracker.summary(m["epoch_s"], m.get("startup_s"), config.epochs))
     if "traceback" in m:
         extra["traceback"] = m.pop("traceback")
-    if m.pop("config_error", False):
-        extra["config_error"] = True
+    facts = dataclasses.replace(facts, self_max_rss_mb=self_max_rss_mb(),
+                                config_error=bool(m.pop("config_error", False)))
     result = Result(
         **identity,
         status=m.pop("status"),
         reason=m.pop("reason"),
         samples_per_epoch=samples,
         extra=extra,
+        facts=facts,
+        grading=methods.get(config.method).grading(workloads.get(config.workload), config),
         **m,
     )
     if rates := result.window_rates:

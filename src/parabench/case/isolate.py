@@ -39,6 +39,7 @@ from parabench.case.clock import Stopwatch
 from parabench.case.execute import skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.measure import TreeSampler
+from parabench.case.records import Machine
 from parabench.case.result import Result
 from parabench.case.target import salvage
 from parabench.config import RunConfig
@@ -211,10 +212,10 @@ def run_isolated(
         result = _salvaged(config, status, reason, out_log)
     for path in (result_path, out_log, err_log):
         path.unlink(missing_ok=True)
-    settings = thread_settings(env, wait_policy(os.environ)[1], result.extra.get("rank_threads"),
-                               result.extra.get("rank_cores"))
+    settings = thread_settings(env, wait_policy(os.environ)[1], result.facts.rank_threads,
+                               result.facts.rank_cores)
     return stamped(result, memory=sampler.memory_fields(
-        float(result.extra.get("self_max_rss_mb", 0.0))), measured=measured, settings=settings,
+        float(result.facts.self_max_rss_mb or 0.0)), measured=measured, settings=settings,
         workers=result.workers, wall_s=wall)
 
 
@@ -223,12 +224,12 @@ def stamped(result: Result, *, memory: Mapping[str, Any], measured: Mapping[str,
     """A finished case's result as every front end records it (the runner here, torchrun's
     rank 0 in :mod:`parabench.torch.launch`): its memory peaks, its machine (``measured`` by
     a :class:`~parabench.case.machine.MachineWatch` around the case, with the thread
-    ``settings`` and the ``workers`` on this machine; None: not watched, ``{}``), its wall
+    ``settings`` and the ``workers`` on this machine; None: not watched), its wall
     time, environment, commit and time stamp, and any other ``fields`` the front end knows.
     Grading and appending follow: :func:`parabench.sweep.run.record`.
     """
-    machine = {} if measured is None else machine_record(
-        measured, settings=settings, workers=workers, threads_per_worker=result.threads_per_worker)
+    machine = None if measured is None else Machine.from_dict(machine_record(
+        measured, settings=settings, workers=workers, threads_per_worker=result.threads_per_worker))
     return dataclasses.replace(
         result,
         peak_rss_mb=memory["peak_rss_mb"],

@@ -7,6 +7,13 @@ Usage::
     Result.from_dict(json.loads(line))              # round-trips to_dict()
 
 Everything downstream (summary table, pytest-benchmark extra_info, asv tracks) reads these.
+
+Each part a layer writes is a typed record (:mod:`parabench.case.records`): ``window``,
+``time_to_target``, ``energy``, ``parity``, ``trace``, ``machine``, ``grading`` (how the method
+grades this workload) and ``facts`` (what analysis and the runner read: predictions digest,
+configuration error, per-rank figures). ``extra`` is free-form notes, shown and never decided
+on (tests/test_typed_results.py checks src/). Schema-1 lines, which kept those facts in
+``extra``, still read (:func:`_from_schema1`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 1
+from parabench.case.records import (
+    Energy,
+    Facts,
+    Grading,
+    Json,
+    Machine,
+    Parity,
+    Record,
+    TimeToTarget,
+    Trace,
+    Window,
+)
+
+__all__ = ["FAILED_STATUSES", "SCHEMA", "STATUSES", "Energy", "Facts", "Grading", "Machine",
+           "Parity", "QualityValue", "Result", "TimeToTarget", "Trace", "Window",
+           "append_result", "read_results"]
+
+#: 2: typed sub-records (window, time_to_target, energy, parity, trace, machine), ``grading``
+#: and ``facts`` declared instead of keys in ``extra``; 1 still reads (:func:`_from_schema1`)
+SCHEMA = 2
 STATUSES = ("ok", "failed", "timeout", "oom", "skipped")
 FAILED_STATUSES = frozenset({"failed", "timeout", "oom"})
 
@@ -65,10 +91,8 @@ class Result:
     #: seconds and the samples it trained (all ranks)
     window_s: list[float] = field(default_factory=list)
     window_samples: list[int] = field(default_factory=list)
-    #: what a window is: unit ("steps", "fit", "round", "epoch"), steps (per window, unit
-    #: "steps"), steps_source ("--steps" or "auto": calibrated to target_s), warmup (how many
-    #: of ``window_s`` are warm-up)
-    window: dict[str, Any] | None = None
+    #: what a window is (unit, steps, how many of ``window_s`` are warm-up): see Window
+    window: Window | None = None
     loss: list[float] = field(default_factory=list)
     quality: QualityValue | None = None
     peak_rss_mb: float | None = None
@@ -85,24 +109,26 @@ class Result:
     flops_per_sample: float | None = None
     #: held-out quality after each epoch, aligned with ``epoch_s`` (time-to-target mode only)
     epoch_quality: list[float | None] = field(default_factory=list)
-    #: time-to-target mode (see parabench.case.target): target, reached, epoch (1-based),
-    #: train_s (epoch times summed up to it), startup_s apart, or the reason it was not reached
-    time_to_target: dict[str, Any] | None = None
-    #: energy (see parabench.case.energy): source, joules_per_epoch, joules_per_sample (steady
-    #: epochs), by_source; null joules with the reason when no counter is readable here
-    energy: dict[str, Any] | None = None
-    #: comparison with the serial baseline (see parabench.analysis.parity): status ok / failed /
-    #: not-applicable, gap, tolerance, baseline
-    parity: dict[str, Any] | None = None
+    #: time-to-target mode (see parabench.case.target and TimeToTarget)
+    time_to_target: TimeToTarget | None = None
+    #: energy (see parabench.case.energy and Energy)
+    energy: Energy | None = None
+    #: comparison with the serial baseline (see parabench.analysis.parity and Parity)
+    parity: Parity | None = None
     #: exact parity's evidence (see parabench.analysis.trajectory): the per-step training loss
     #: of the first ``steps`` steps and a weight digest after them, from serial's initial
     #: weights and data order
-    trace: dict[str, Any] | None = None
-    #: the machine around the case (see parabench.case.machine): load average and other
-    #: processes' CPU share before/after, thread settings (OMP_WAIT_POLICY, ...), ``busy``
-    machine: dict[str, Any] = field(default_factory=dict)
+    trace: Trace | None = None
+    #: the machine around the case (see parabench.case.machine and Machine)
+    machine: Machine | None = None
+    #: how this method is graded for this workload (``Method.grading``); None: the method's
+    #: declared kind (a result written before grading was recorded)
+    grading: Grading | None = None
+    #: facts analysis and the runner read: predictions digest, config error, rank memory
+    facts: Facts = field(default_factory=Facts)
     #: the RunConfig as requested (top-level fields hold what actually ran)
     config: dict[str, Any] = field(default_factory=dict)
+    #: free-form notes (sessions' ``notes``, traceback, memory sources): shown, never decided on
     extra: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     git_commit: str | None = None
@@ -112,11 +138,14 @@ class Result:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; valid: {', '.join(STATUSES)}")
+        for name, kind in RECORDS.items():  # a record given as its dict (a test, a script)
+            if isinstance(value := getattr(self, name), dict):
+                object.__setattr__(self, name, kind.from_dict(value) or kind())
 
     @property
     def window_rates(self) -> list[float]:
         """Samples per second of each steady speed window (the warm-up ones left out)."""
-        skip = (self.window or {}).get("warmup", 0)
+        skip = self.window.warmup if self.window else 0
         pairs = list(zip(self.window_s, self.window_samples, strict=False))[skip:]
         return [n / s for s, n in pairs if s > 0]
 
@@ -157,7 +186,13 @@ class Result:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = (value.to_dict() if isinstance(value, Record)
+                           else dataclasses.asdict(value) if isinstance(value, QualityValue)
+                           else value)
+        return out
 
     def to_json(self) -> str:
         """Strict JSON: a non-finite number becomes null, its path noted in ``extra``."""
@@ -174,14 +209,22 @@ class Result:
         if not isinstance(data, dict):
             raise ValueError(f"not a result object: a JSON {type(data).__name__}")
         schema = data.get("schema")
-        if schema != SCHEMA:
-            raise ValueError(f"result schema {schema!r} is not supported (this is {SCHEMA})")
+        if schema not in (1, SCHEMA):
+            raise ValueError(f"result schema {schema!r} is not supported (this is {SCHEMA}; "
+                             f"1 still reads)")
         for entry in (data.get("extra") or {}).get("non_finite", []):
             _restore(data, str(entry))  # the NaN / infinity to_json wrote as null
+        if schema == 1:
+            data = _from_schema1(data)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if isinstance(values.get("quality"), dict):
             values["quality"] = QualityValue(**values["quality"])
+        for name, kind in RECORDS.items():
+            if name in values:
+                values[name] = kind.from_dict(values[name])
+        if values.get("facts") is None:
+            values.pop("facts", None)
         return cls(**values)
 
     def case_key(self) -> tuple[Any, ...] | None:
@@ -192,6 +235,31 @@ class Result:
             return RunConfig.from_dict(self.config).key()
         except (ConfigError, TypeError):
             return None
+
+
+#: the Result fields that hold a typed record
+RECORDS: dict[str, type[Record]] = {
+    "window": Window, "time_to_target": TimeToTarget, "energy": Energy, "parity": Parity,
+    "trace": Trace, "machine": Machine, "grading": Grading, "facts": Facts}
+
+#: schema 1 kept these facts in ``extra`` (sessions' notes); schema 2 declares them in Facts
+_SCHEMA1_FACTS = ("config_error", "predictions_sha", "samples_per_client", "self_max_rss_mb",
+                  "rank_threads", "rank_cores", "rank_max_rss_mb", "rank_peak_pss_mb",
+                  "rank_hosts")
+
+
+def _from_schema1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 result (written before 2026-11-25) as schema 2: the facts analysis reads
+    move from ``extra`` to ``facts``, ``extra["parity_kind"]`` / ``["parity_reason"]`` (set
+    at run time by data parallelism) become ``grading``, an empty ``machine`` None."""
+    extra = dict(data.get("extra") or {})
+    facts: dict[str, Json] = {k: extra.pop(k) for k in _SCHEMA1_FACTS if k in extra}
+    kind, why = extra.pop("parity_kind", None), extra.pop("parity_reason", None)
+    out = {**data, "extra": extra, "facts": facts, "schema": SCHEMA,
+           "machine": data.get("machine") or None}
+    if kind:
+        out["grading"] = {"kind": kind, "reason": why}
+    return out
 
 
 def _finite(value: Any, where: str, replaced: list[str]) -> Any:

@@ -37,6 +37,7 @@ from typing import Any
 
 from parabench.case.clock import Stopwatch
 from parabench.case.measure import tree_cpu_seconds
+from parabench.case.records import TimeToTarget
 from parabench.config import ConfigError, RunConfig
 from parabench.method import Session
 from parabench.workload import Workload
@@ -98,7 +99,8 @@ def salvage(config: RunConfig, lines: list[str], epoch_s: list[float]) -> dict[s
                                                          tracker.higher_is_better):
                 tracker.reached_epoch = len(tracker.qualities)
     return {"epoch_quality": list(tracker.qualities),
-            "time_to_target": tracker.summary(epoch_s, None, config.epochs)}
+            "time_to_target": TimeToTarget.from_dict(tracker.summary(epoch_s, None,
+                                                                     config.epochs))}
 
 
 def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:

@@ -81,6 +81,7 @@ class MPIForestSession(ForestSession):
         self.channel: Channel | None = None
         self.log: Any = None
         self.rank_pids: dict[int, float] = {}  # pid -> create_time
+        self.rank_pid_list: list[int] = []  # every rank's pid, in rank order (also gone ones)
         #: connections refused on the command port (they did not hold the case's key)
         self.refused: list[str] = []
 
@@ -110,6 +111,7 @@ class MPIForestSession(ForestSession):
                 self.rank_pids[pid] = psutil.Process(pid).create_time()
             except psutil.Error:
                 pass  # already gone: the next command will say so
+        self.rank_pid_list = list(info["pids"])
         self.notes["rank_pids"] = list(info["pids"])
         self.notes["rank_shares"] = [list(s) if s else None for s in info["shares"]]
 
@@ -163,7 +165,7 @@ class MPIForestSession(ForestSession):
         """Which rank died and how (from the launcher's report), then its last words."""
         rc = self.proc.poll() if self.proc is not None else None
         log = self._log_text()
-        pids = self.notes.get("rank_pids", [])
+        pids = self.rank_pid_list
         deaths = rank_deaths(log, pids) or self._vanished(pids)
         head = "; ".join(deaths) or self._launcher_end(rc)
         tail = " | ".join(line.strip() for line in log.splitlines()[-6:] if line.strip())

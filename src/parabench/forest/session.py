@@ -13,11 +13,12 @@ Usage (a forest method is a session class and a declaration; see ``methods/fores
 
 One epoch is one ``fit``, timed by the harness's clock (``self.clock``); ``evaluate`` records
 the predict time (``notes["predict_s"]``) and a digest of the held-out predictions
-(``notes["predictions_sha"]``) so runs can be compared for identity.
+(``facts.predictions_sha``) so runs can be compared for identity.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from abc import abstractmethod
 from contextlib import AbstractContextManager
@@ -89,7 +90,8 @@ class ForestSession(Session):
         watch = Stopwatch()  # a note, not a measured window: the harness times the fits
         score = self.workload.score(self.estimator, self.data.x_test, self.data.y_test)
         self.notes["predict_s"] = watch.seconds()
-        self.notes["predictions_sha"] = predictions_sha(self.estimator.predict(self.data.x_test))
+        self.facts = dataclasses.replace(self.facts, predictions_sha=predictions_sha(
+            self.estimator.predict(self.data.x_test)))
         return score
 
 

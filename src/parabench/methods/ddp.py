@@ -8,7 +8,9 @@ Usage::
 The global batch ``B`` (``--batch-size`` or the workload default) is split ``B / workers`` per
 rank over serial's seeded sample order, sharded ``order[rank::workers]``, so the weights match
 ``serial`` with batch ``B`` to float tolerance (``parity = "exact"``); see
-:mod:`parabench.torch.data_parallel`. Ranks live in a persistent
+:mod:`parabench.torch.data_parallel`. Graded statistical instead, with the reason, where a
+split batch changes the mathematics (a workload declaring ``batchnorm`` or a token-mean loss:
+``DataParallelMethod.grading``). Ranks live in a persistent
 :class:`~parabench.case.pool.WorkerPool`: spawn and rendezvous are ``startup_s``.
 
 Components: ``data``, ``forward``, ``backward``, ``optimizer``, ``other`` from the shared

@@ -10,7 +10,7 @@ global model, then the server averages the clients' weights by sample count. One
 result is ``clients / local_epochs`` rounds, so that each client processes serial's epoch of
 samples (equal work per learner; E must divide the clients). ``epoch_s`` is the epoch's
 slowest rank between barriers, ``samples`` counts all samples the clients processed (K x the
-training set), ``extra["samples_per_client"]`` each client's, the loss is the sample-weighted
+training set), ``facts.samples_per_client`` each client's, the loss is the sample-weighted
 mean of the clients' losses. Worker processes are ranks of a persistent
 :class:`~parabench.case.pool.WorkerPool` (gloo on CPU, NCCL with one GPU per rank on
 CUDA); each hosts ``clients / workers`` clients, trained one after another, and the average is

@@ -12,6 +12,7 @@ peak comes from ``torch.cuda.max_memory_allocated``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
@@ -48,7 +49,8 @@ class SerialEstimatorSession(Session):
     def evaluate(self) -> float:
         assert self.data is not None and self.estimator is not None, "train first"
         # the seed-exact forest methods' parity compares their predictions digest with this
-        self.notes["predictions_sha"] = predictions_sha(self.estimator.predict(self.data.x_test))
+        self.facts = dataclasses.replace(self.facts, predictions_sha=predictions_sha(
+            self.estimator.predict(self.data.x_test)))
         return self.workload.score(self.estimator, self.data.x_test, self.data.y_test)
 
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from parabench import hardware
 from parabench.case.launcher import active_launcher
 from parabench.case.rank import RankContext
+from parabench.case.records import Grading
 from parabench.config import RunConfig
 from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
 from parabench.workload import TorchWorkload, Workload
@@ -96,9 +97,55 @@ class _ShareWeightedLoss:
         return loss * scale - (loss * (scale - 1.0)).detach()  # value unchanged
 
 
+def split_batch_grading(workload: Workload, parts: int, where: str, *,
+                        batchnorm_synced: bool = False) -> Grading | None:
+    """The grading "statistical" (and why) when splitting the batch into ``parts`` changes
+    the mathematics, from what the workload declares (``batchnorm``,
+    ``loss_mean_over_tokens``); None when it does not. The methods that split the batch
+    return it from ``Method.grading``; their rank programs check the declaration against the
+    model (:func:`check_split_batch_grading`). Why a split changes the mathematics: see
+    :func:`split_batch_note`."""
+    if parts <= 1:
+        return None
+    reason = _split_reason(getattr(workload, "batchnorm", False),
+                           getattr(workload, "loss_mean_over_tokens", False), parts, where,
+                           batchnorm_synced)
+    return None if reason is None else Grading(kind="statistical", reason=reason)
+
+
+def check_split_batch_grading(workload: Workload, model: torch.nn.Module, parts: int,
+                              where: str, *, batchnorm_synced: bool = False) -> None:
+    """Raise when the workload's declared grading (:func:`split_batch_grading`) is not what
+    its model says (:func:`split_batch_note`): a BatchNorm model declared without
+    ``batchnorm = True`` would be graded exact and fail for the wrong reason."""
+    note = split_batch_note(workload, model, parts, where, batchnorm_synced=batchnorm_synced)
+    declared = split_batch_grading(workload, parts, where, batchnorm_synced=batchnorm_synced)
+    if note.get("parity_kind") != (declared.kind if declared else None):
+        raise RuntimeError(f"workload {workload.name!r} declares batchnorm="
+                           f"{getattr(workload, 'batchnorm', False)}, but its model "
+                           f"{'has' if note else 'has no'} BatchNorm layers: fix the declaration")
+
+
+def _split_reason(batchnorm: bool, token_mean: bool, parts: int, where: str,
+                  batchnorm_synced: bool) -> str | None:
+    if batchnorm:
+        if batchnorm_synced:
+            return ("BatchNorm statistics are all-reduced (the global batch's), but a "
+                    "BatchNorm model's trajectory drifts chaotically even between serial "
+                    "runs at 1 and 2 threads (vgg11: loss 2.3e-2), so it cannot prove "
+                    "exactness")
+        return (f"BatchNorm normalises {where} ({parts} parts of each global batch) with "
+                f"its own statistics, not the global batch's")
+    if token_mean:
+        return (f"the loss is a mean over tokens: {where} ({parts} parts of each global "
+                f"batch) is averaged over its own token count, not the global batch's")
+    return None
+
+
 def split_batch_note(workload: Workload, model: torch.nn.Module, parts: int, where: str,
                      *, batchnorm_synced: bool = False) -> dict[str, Any]:
-    """``parity_kind`` "statistical" (and why) when splitting the batch changes the mathematics.
+    """``parity_kind`` "statistical" (and why) when splitting the batch changes the mathematics,
+    from the model itself (what :func:`split_batch_grading` must agree with).
 
     * BatchNorm normalises with the statistics of the batch it is given: split the global
       batch (ranks, micro-batches) and each part uses its own mean and variance. Data
@@ -118,20 +165,10 @@ def split_batch_note(workload: Workload, model: torch.nn.Module, parts: int, whe
 
     if parts <= 1:
         return {}
-    if any(isinstance(m, _BatchNorm) for m in model.modules()):
-        reason = (f"BatchNorm normalises {where} ({parts} parts of each global batch) with "
-                  f"its own statistics, not the global batch's")
-        if batchnorm_synced:
-            reason = ("BatchNorm statistics are all-reduced (the global batch's), but a "
-                      "BatchNorm model's trajectory drifts chaotically even between serial "
-                      "runs at 1 and 2 threads (vgg11: loss 2.3e-2), so it cannot prove "
-                      "exactness")
-    elif getattr(workload, "loss_mean_over_tokens", False):
-        reason = (f"the loss is a mean over tokens: {where} ({parts} parts of each global "
-                  f"batch) is averaged over its own token count, not the global batch's")
-    else:
-        return {}
-    return {"parity_kind": "statistical", "parity_reason": reason}
+    reason = _split_reason(any(isinstance(m, _BatchNorm) for m in model.modules()),
+                           getattr(workload, "loss_mean_over_tokens", False), parts, where,
+                           batchnorm_synced)
+    return {} if reason is None else {"parity_kind": "statistical", "parity_reason": reason}
 
 
 class DataParallelProgram(ABC):
@@ -171,8 +208,8 @@ class DataParallelProgram(ABC):
         self.loop = case.loop(self.model, self.local_batch)
         self.loop.trace_steps = trace_steps(self.n, self.batch_size)
         self.loop.digest_fn = self.digest
-        self.notes.update(split_batch_note(self.workload, self.inner, ctx.world_size,
-                                           "each rank's shard", batchnorm_synced=True))
+        check_split_batch_grading(self.workload, self.inner, ctx.world_size,
+                                  "each rank's shard", batchnorm_synced=True)
         scales = step_scales(self.n, self.batch_size, ctx.rank, ctx.world_size)
         if any(s != 1.0 for s in scales):
             self.loop.loss_fn = self.weighted = _ShareWeightedLoss(self.loop.loss_fn, scales)
@@ -317,6 +354,13 @@ class DataParallelMethod(Method):
             return (f"global batch {total} is not divisible by {config.workers} workers "
                     f"(each rank trains on B / workers)")
         return None
+
+    def grading(self, workload: Workload, config: RunConfig) -> Grading:
+        """Statistical where each rank's shard changes the mathematics (BatchNorm, a
+        token-mean loss): :func:`split_batch_grading`."""
+        return (split_batch_grading(workload, config.workers, "each rank's shard",
+                                    batchnorm_synced=True)
+                or super().grading(workload, config))
 
     def session(self, workload: Workload, config: RunConfig) -> Session:
         return self.session_class(workload, config)

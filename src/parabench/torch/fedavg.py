@@ -244,13 +244,14 @@ class FedAvgProgram:
             "buffers": "float buffers averaged like weights; integer buffers: max",
             "epoch_unit": f"{self.rounds_per_epoch} rounds (clients / local_epochs)",
             "rounds_per_epoch": self.rounds_per_epoch,
-            "samples_per_client": [size * self.local_epochs * (self.rounds_per_epoch or 1)
-                                   for size in self.sizes],
         }
         if self.split == "noniid":
             notes["dirichlet_alpha"] = DIRICHLET_ALPHA
         return {"batch_size": self.batch_size, "samples_per_epoch": self.samples_per_epoch,
-                "flops_per_sample": self.flops, "notes": notes}
+                "flops_per_sample": self.flops, "notes": notes,
+                # a fact parity shows (Result.facts), not a note
+                "samples_per_client": [size * self.local_epochs * (self.rounds_per_epoch or 1)
+                                       for size in self.sizes]}
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """One epoch: ``rounds_per_epoch`` rounds, each client processing serial's samples."""

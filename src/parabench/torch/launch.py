@@ -57,6 +57,7 @@ from parabench.case.pool import WorkerError, resolve_program
 from parabench.case.rank import RankContext, default_backend, init_group, set_threads
 
 if TYPE_CHECKING:
+    from parabench.case.records import Facts
     from parabench.config import RunConfig
 
 
@@ -208,11 +209,13 @@ def config_from(args: argparse.Namespace, threads: int) -> RunConfig:
                        options={k: v[0] for k, v in option_axes(args).items()})
 
 
-def summed_pss(extra: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
+def summed_pss(facts: Facts | dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
     """The ranks' PSS peaks summed, and the source (every rank's, or RSS where PSS was not)."""
     from parabench.case.measure import pss_source
+    from parabench.case.records import Facts
 
-    pss, rss = extra.get("rank_peak_pss_mb") or [], extra.get("rank_max_rss_mb") or []
+    facts = Facts.from_dict(facts) or Facts()
+    pss, rss = facts.rank_peak_pss_mb or [], facts.rank_max_rss_mb or []
     read = sum(p is not None for p in pss)
     if not pss or read == 0 or len(pss) != len(rss):
         return None, {"peak_pss_source": "rss"}
@@ -228,9 +231,9 @@ def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "
     from parabench.case.isolate import stamped
     from parabench.case.machine import thread_settings
 
-    peaks = result.extra.get("rank_max_rss_mb") or []
-    pss, pss_extra = summed_pss(result.extra)
-    hosts = result.extra.get("rank_hosts") or []
+    peaks = result.facts.rank_max_rss_mb or []
+    pss, pss_extra = summed_pss(result.facts)
+    hosts = result.facts.rank_hosts or []
     local = sum(h == hosts[0] for h in hosts) if hosts else 1  # ranks on rank 0's node
     memory = {"peak_rss_mb": round(sum(peaks), 1) if peaks else None, "peak_pss_mb": pss,
               "extra": {**pss_extra, "launcher": "torchrun",
@@ -239,7 +242,7 @@ def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "
     return stamped(result, memory=memory,
                    measured=None if watch is None else watch.finish(case_cpu_s=None),
                    settings=thread_settings(os.environ, policy_source,
-                                            result.extra.get("rank_threads")),
+                                            result.facts.rank_threads),
                    workers=local, wall_s=wall_s, cpu_efficiency=None)
 
 

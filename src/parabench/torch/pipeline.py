@@ -94,7 +94,7 @@ class PipelineProgram:
                  stages: int) -> None:
         from parabench.registry import workloads
         from parabench.torch.build import build_case
-        from parabench.torch.data_parallel import split_batch_note, step_scales
+        from parabench.torch.data_parallel import check_split_batch_grading, step_scales
         from parabench.torch.parallelize import cut_stages
 
         self.ctx, self.config = ctx, (cfg := RunConfig.from_dict(config))
@@ -132,8 +132,7 @@ class PipelineProgram:
         self.loss_sums: list[torch.Tensor] = []
         self.notes: dict[str, Any] = {}
         parts = layout.replicas * layout.microbatches
-        self.notes.update(split_batch_note(self.workload, self.model, parts,
-                                           "each micro-batch"))
+        check_split_batch_grading(self.workload, self.model, parts, "each micro-batch")
         from parabench.torch.loop import trace_steps
 
         self.trace_k = trace_steps(self.n, self.batch_size)

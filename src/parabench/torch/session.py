@@ -36,6 +36,7 @@ in-process stand-in for the pool (:class:`parabench.torch.launch.TorchrunGroup`)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -115,9 +116,11 @@ class DistributedTorchSession(Session):
         self.samples_per_epoch = info["samples_per_epoch"]
         self.flops_per_sample = info.get("flops_per_sample")
         self.notes.update(info.get("notes", {}))
-        self.notes["rank_threads"] = [i["threads"] for i in self.pool.rank_info]
+        self.facts = dataclasses.replace(
+            self.facts, rank_threads=[i["threads"] for i in self.pool.rank_info],
+            rank_cores=[i.get("cores") for i in self.pool.rank_info],
+            samples_per_client=info.get("samples_per_client"))  # fedavg's program says
         self.notes["rank_devices"] = [i["device"] for i in self.pool.rank_info]
-        self.notes["rank_cores"] = [i.get("cores") for i in self.pool.rank_info]
         self.notes["startup_rendezvous_s"] = self.pool.startup_s
 
     def fold(self, per_rank: list[EpochStats], window: bool = False) -> EpochStats:
@@ -164,7 +167,12 @@ class DistributedTorchSession(Session):
             if not self._peaks:
                 self._collect_peaks()  # an epoch failed before evaluate: keep what was reached
             if self.pool.running and hasattr(self.pool, "final_notes"):  # torchrun's group
-                self.notes.update(self.pool.final_notes())
+                final = self.pool.final_notes()  # summed by parabench.torch.launch.finish
+                self.facts = dataclasses.replace(
+                    self.facts, rank_max_rss_mb=final.pop("rank_max_rss_mb"),
+                    rank_peak_pss_mb=final.pop("rank_peak_pss_mb"),
+                    rank_hosts=final.pop("rank_hosts"))
+                self.notes.update(final)
         except Exception:  # noqa: BLE001 - the pool may be what failed; closing matters more
             pass
         self.pool.close()

@@ -23,6 +23,7 @@ from abc import abstractmethod
 from typing import Any, ClassVar
 
 from parabench import hardware
+from parabench.case.records import Grading
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.torch.pipeline import PipelineProgram
@@ -88,6 +89,20 @@ class StagedMethod(Method):
     @abstractmethod
     def stages_for(self, config: RunConfig) -> int | str:
         """The stage count of this case, or why the worker count does not fit."""
+
+    def grading(self, workload: Workload, config: RunConfig) -> Grading:
+        """Statistical where micro-batches (x replicas) change the mathematics (BatchNorm, a
+        token-mean loss): :func:`~parabench.torch.data_parallel.split_batch_grading`."""
+        from parabench.torch.data_parallel import split_batch_grading
+        from parabench.torch.stages import Layout
+
+        stages = self.stages_for(config)
+        if isinstance(stages, str):  # the case does not run: the declared kind
+            return super().grading(workload, config)
+        layout = Layout.of(config, stages)
+        return (split_batch_grading(workload, layout.replicas * layout.microbatches,
+                                    "each micro-batch")
+                or super().grading(workload, config))
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         from parabench.torch.data_parallel import global_batch

@@ -42,6 +42,8 @@ SIZES: dict[str, tuple[int, int, float, float]] = {
 @workloads.register
 class DenseNet121(ImageClassifierWorkload):
     name: ClassVar[str] = "densenet121"
+    #: BatchNorm layers: a split batch is graded statistical (split_batch_grading)
+    batchnorm: ClassVar[bool] = True
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.974
     sizes: ClassVar[dict[str, tuple[int, int, float, float]]] = SIZES

@@ -107,8 +107,8 @@ class Seq2Seq(TorchWorkload):
     description: ClassVar[str] = "GRU encoder-decoder, teacher forcing, token sequences"
     quality: ClassVar[Quality] = Quality(name="token_accuracy", higher_is_better=True)
     lr: ClassVar[float] = 3e-3
-    #: the loss averages over non-pad tokens: a split batch is not serial's mean (see
-    #: parabench.torch.data_parallel.split_batch_note)
+    #: the loss averages over non-pad tokens: a split batch is not serial's mean, so methods
+    #: that split it grade this workload statistical (torch.data_parallel.split_batch_grading)
     loss_mean_over_tokens: ClassVar[bool] = True
 
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:

@@ -1,0 +1,203 @@
+"""The typed parts of a :class:`~parabench.case.result.Result`, each written by one layer.
+
+Usage::
+
+    Window.from_dict({"unit": "steps", "steps": 5, "warmup": 1})   # unknown keys are ignored
+    window.to_dict()                                                # every field, None as null
+    Grading(kind="statistical", reason="BatchNorm ...")             # Method.grading's answer
+
+Every fact that code reads from a result is a declared field here; ``Result.extra`` holds
+free-form notes only (nothing in ``src/`` decides on them: tests/test_result.py checks).
+
+* :class:`Window` - the lifecycle's speed windows (:mod:`parabench.case.lifecycle`)
+* :class:`TimeToTarget` - time-to-target mode (:mod:`parabench.case.target`)
+* :class:`Energy` - the energy counters (:mod:`parabench.case.energy`)
+* :class:`Parity` - the verdict against the baseline (:mod:`parabench.analysis.parity`)
+* :class:`Trace` - exact parity's evidence (:mod:`parabench.analysis.trajectory`)
+* :class:`Machine` - the machine around the case (:mod:`parabench.case.machine`)
+* :class:`Grading` - how the method says this workload is graded (``Method.grading``)
+* :class:`Facts` - what the session and the runner measured that analysis reads: the forest
+  predictions digest, a configuration error, fedavg's per-client samples, per-rank memory
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import ClassVar, Self
+
+#: a JSON value as records hold it (no ``Any``: what a record stores is declared)
+Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
+
+
+class Record:
+    """from_dict / to_dict for a flat frozen dataclass of JSON values and nested records."""
+
+    #: fields holding a nested record (name -> class), rebuilt by :meth:`from_dict`
+    nested: ClassVar[dict[str, type[Record]]] = {}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Json] | Self | None) -> Self | None:
+        """The record for ``data`` (None for None; keys it does not declare are ignored)."""
+        if data is None or isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        values = {k: v for k, v in data.items() if k in known}
+        for name, kind in cls.nested.items():
+            if name in values:
+                values[name] = kind.from_dict(values[name])
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Json]:
+        """Plain JSON data, every field (None as null: a reader finds every key)."""
+        out: dict[str, Json] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, Record) else value
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Window(Record):
+    """What a speed window is: its unit ("steps", "fit", "round", "epoch"), steps per window,
+    where they came from ("--steps" or "auto": calibrated to ``target_s``), how many of
+    ``Result.window_s`` are warm-up, the steady windows asked for (None: the CI decided how
+    many, aiming at ``ci_target``)."""
+
+    unit: str = "steps"
+    steps: int | None = None
+    steps_source: str | None = None
+    target_s: float | None = None
+    warmup: int = 0
+    asked: int | None = None
+    ci_target: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeToTarget(Record):
+    """Time-to-target mode: the target, whether and at which epoch (1-based) it was reached,
+    the training seconds up to it (start-up apart), or why not."""
+
+    target: float | None = None
+    higher_is_better: bool = True
+    max_epochs: int | None = None
+    epochs_run: int = 0
+    reached: bool = False
+    epoch: int | None = None
+    train_s: float | None = None
+    startup_s: float | None = None
+    eval_s_total: float = 0.0
+    best_quality: float | None = None
+    stopped_early: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Energy(Record):
+    """Joules per epoch (sources summed) and per sample over the steady epochs; null joules
+    with the reason when no counter is readable here."""
+
+    source: str | None = None
+    domains: list[str] | None = None
+    joules_per_epoch: list[float | None] | None = None
+    by_source: dict[str, list[float | None]] | None = None
+    joules_per_sample: float | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Parity(Record):
+    """The comparison with the baseline: status "ok" / "failed" / "not-applicable", the
+    grading kind (and, where the method's grading for this workload differs from its
+    declared kind, why), the basis (quality, trajectory or predictions) and its figures."""
+
+    status: str
+    kind: str | None = None
+    reason: str | None = None
+    kind_reason: str | None = None
+    basis: str | None = None
+    gap: float | None = None
+    #: quality: one number; trajectory: {"loss_rel": .., "weight_rel_l2": ..}
+    tolerance: float | dict[str, float] | None = None
+    baseline: str | None = None
+    baseline_quality: float | None = None
+    spread: float | None = None
+    spread_source: str | None = None
+    samples_per_client: list[int] | None = None
+    # basis "trajectory" (parabench.analysis.trajectory.compare_traces)
+    trajectory_ok: bool | None = None
+    quality_tolerance: float | None = None
+    steps: int | None = None
+    loss_rel_max: float | None = None
+    weight_rel_l2: float | None = None
+    worst_parameter: str | None = None
+    # basis "predictions" (seed-exact forests)
+    identical: bool | None = None
+    predictions_sha: str | None = None
+    baseline_predictions_sha: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trace(Record):
+    """The first ``steps`` steps' training losses and a weight digest after them
+    (``{param: {"sum": s, "norm": n, "proj": [...]}}``, see the trajectory module)."""
+
+    steps: int
+    losses: list[float]
+    digest: dict[str, dict[str, Json]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine(Record):
+    """The machine around the case: thread settings, load and other processes' CPU, the
+    ``busy`` verdict and its basis, and a note saying why figures may not hold."""
+
+    omp_wait_policy: str | None = None
+    omp_wait_policy_source: str | None = None
+    threads: dict[str, str | None] | None = None
+    torch_intra_op_threads: list[int] | None = None
+    rank_cores: list[list[int] | None] | None = None
+    cores: int | None = None
+    load_1m_before: float | None = None
+    load_1m_after: float | None = None
+    other_cores: float | None = None
+    other_cpu_share: float | None = None
+    case_cpu_s: float | None = None
+    runner_cpu_s: float | None = None
+    cores_in_use: int | None = None
+    oversubscribed: bool = False
+    busy: bool = False
+    busy_basis: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grading(Record):
+    """How a method's results are graded against the baseline for one workload: "exact",
+    "statistical" or "baseline", and why when it is not the method's declared kind."""
+
+    kind: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts(Record):
+    """Facts of the case that analysis and the runner read (never ``extra``)."""
+
+    #: the case failed on bad input (a ConfigError): the CLI exits with a usage error
+    config_error: bool = False
+    #: digest of a forest's held-out predictions: seed-exact forests' parity evidence
+    predictions_sha: str | None = None
+    #: fedavg: each client's samples per epoch (the equal-work figure the parity shows)
+    samples_per_client: list[int] | None = None
+    #: the worker process's own peak RSS (the runner's sampled peak never goes below it)
+    self_max_rss_mb: float | None = None
+    #: each rank's torch intra-op threads and pinned cores (recorded in ``Result.machine``)
+    rank_threads: list[int] | None = None
+    rank_cores: list[list[int] | None] | None = None
+    #: torchrun: each rank's peak RSS / PSS and host (summed into the result's peaks)
+    rank_max_rss_mb: list[float] | None = None
+    rank_peak_pss_mb: list[float | None] | None = None
+    rank_hosts: list[str] | None = None
