@@ -30,8 +30,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("case", ("parabench.case",)),  # lifecycle, execute, result, isolate, measure, ...
     ("methods", ("parabench.methods",)),  # declarations
     ("engines", ("parabench.torch", "parabench.forest", "parabench.tf", "parabench.engines")),
+    # case.records: the typed sub-records of a Result, plain data that sessions fill
     ("bottom", ("parabench", "parabench.case.clock", "parabench.case.pool",
-                "parabench.case.rank", "parabench.case.launcher", "parabench.method",
+                "parabench.case.records", "parabench.case.rank", "parabench.case.launcher",
+                "parabench.method",
                 "parabench.workload", "parabench.workloads", "parabench.config",
                 "parabench.registry", "parabench.hardware", "parabench.cache",
                 "parabench.envinfo")),

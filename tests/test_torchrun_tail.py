@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import sweepdata
-from parabench.case.result import read_results
+from parabench.case.result import Facts, read_results
 
 pytestmark = pytest.mark.cpu
 
@@ -33,8 +33,8 @@ def test_a_torchrun_result_is_stamped_graded_and_appended_as_the_runner_does(
     serial = sweepdata.case("cnn", "serial", 1)  # 2 threads: the speedup's baseline
     out = sweepdata.write(tmp_path / "r.jsonl",
                           [serial, dataclasses.replace(serial, threads_per_worker=1)])
-    ddp = dataclasses.replace(sweepdata.case("cnn", "ddp", 2), parity=None, extra={
-        "rank_max_rss_mb": [300.0, 310.0], "rank_threads": [1, 1], "rank_hosts": ["h", "h"]})
+    ddp = dataclasses.replace(sweepdata.case("cnn", "ddp", 2), parity=None, facts=Facts(
+        rank_max_rss_mb=[300.0, 310.0], rank_threads=[1, 1], rank_hosts=["h", "h"]))
     seen = {}
 
     def execute(config, progress=None, launcher=None):  # noqa: ANN001, ANN202
@@ -49,11 +49,12 @@ def test_a_torchrun_result_is_stamped_graded_and_appended_as_the_runner_does(
     config = seen["config"]
     assert (config.workers, config.threads, config.timeout_s) == (2, 1, 600.0)  # run's default
     row = list(read_results(out))[-1]
-    assert row.method == "ddp" and row.parity is not None and row.parity["status"] == "ok"
+    assert row.method == "ddp" and row.parity is not None and row.parity.status == "ok"
     ratios = row.extra["ratios"]
     assert ratios["speedup"] is not None and ratios["scaling_efficiency"] is not None, ratios
     assert row.extra["launcher"] == "torchrun" and row.peak_rss_mb == 610.0
-    assert row.machine["cores"] and row.env and row.git_commit is not None and row.timestamp
+    assert row.machine is not None and row.machine.cores
+    assert row.env and row.git_commit is not None and row.timestamp
 
 
 @pytest.mark.parametrize("extra", [["--method", "ddp,fsdp"], ["--repeats", "2"], ["--dry-run"],

@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar, Self
+from typing import ClassVar, TypeVar
 
 #: a JSON value as records hold it (no ``Any``: what a record stores is declared)
 Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
+
+
+#: a Record subclass (typing.Self needs Python 3.11; parabench supports 3.10)
+R = TypeVar("R", bound="Record")
 
 
 class Record:
@@ -37,7 +41,7 @@ class Record:
     nested: ClassVar[dict[str, type[Record]]] = {}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Json] | Self | None) -> Self | None:
+    def from_dict(cls: type[R], data: dict[str, Json] | R | None) -> R | None:
         """The record for ``data`` (None for None; keys it does not declare are ignored)."""
         if data is None or isinstance(data, cls):
             return data
