@@ -46,7 +46,8 @@ measures at most three cases (the case and its two serial baselines), each under
 The module imports against an older parabench that has no :mod:`parabench.sweep.bench` (history
 builds install old commits into the environment): discovery still works, and every benchmark
 is n/a for that commit; a commit without ``run_isolated`` or ``compare.ratios``, or whose results
-have no speed windows, shows its tracks as n/a and still times its ``step``.
+have no speed windows, shows its tracks as n/a and still times its ``step`` (the ratio tracks
+also need ``analysis.ratios.baseline_keys``).
 """
 
 from __future__ import annotations
@@ -361,7 +362,7 @@ class VersusSerial(_Measured):
                 ratios,
             )
         except ImportError as exc:
-            raise NotImplementedError(f"this parabench has no compare.ratios: {exc}") from exc
+            raise NotImplementedError(f"this parabench has no analysis.ratios: {exc}") from exc
         self.figures = measured(case)
         threads, profile = self.figures["threads"], _profile()
         key = CaseKey(workload, method, device, workers, "-", profile, "-", threads)
