@@ -7,6 +7,7 @@ Usage (from tests; ``tests/`` is on the path like ``datafiles``)::
 
     run = watch_run(["--workload", "mlp", "--method", "ddp", "--profile", "tiny"], out=path)
     run.rc, run.stderr, run.listeners      # (pid, name, ip, port) of every LISTEN socket seen
+    run.listeners_of("ddp")                # those of the ddp cases' processes (a run of several)
     run = watch_run(args, out=path, strike=kill_engine_process(lambda cmd: "java" in cmd[0]))
     run.struck                             # "pid 1234: java ..." once the target was killed
     assert not run.leftovers()             # nothing of the case's process group survives
@@ -19,6 +20,7 @@ time, so a recycled pid is not mistaken for a survivor).
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -42,7 +44,15 @@ class Watched:
     #: pid -> create_time of every process of the run seen (runner, case, engines)
     seen: dict[int, float] = field(default_factory=dict)
     case_groups: set[int] = field(default_factory=set)
+    #: case pid (= its process group) -> the method it runs; listener pid -> its group
+    case_methods: dict[int, str] = field(default_factory=dict)
+    listener_groups: dict[int, int] = field(default_factory=dict)
     struck: str | None = None
+
+    def listeners_of(self, method: str) -> set[tuple[int, str, str, int]]:
+        """The listeners seen in the processes of ``method``'s cases (a run of several)."""
+        return {item for item in self.listeners
+                if self.case_methods.get(self.listener_groups.get(item[0], -1)) == method}
 
     def leftovers(self, wait_s: float = 15.0) -> list[str]:
         """Processes of the run still alive after ``wait_s``: by case group or seen pid."""
@@ -111,12 +121,15 @@ def _record(watched: Watched, tree: list[psutil.Process]) -> None:
     for proc in tree:
         try:
             watched.seen.setdefault(proc.pid, proc.create_time())
-            if "parabench.case.execute" in proc.cmdline():
+            cmd = proc.cmdline()
+            if "parabench.case.execute" in cmd:
                 watched.case_groups.add(proc.pid)  # the runner gives each case its own group
+                watched.case_methods[proc.pid] = json.loads(cmd[-2])["method"]  # CONFIG_JSON
             for conn in proc.net_connections(kind="inet"):
                 if conn.status == psutil.CONN_LISTEN:
                     watched.listeners.add((proc.pid, proc.name(), conn.laddr.ip, conn.laddr.port))
-        except psutil.Error:
+                    watched.listener_groups.setdefault(proc.pid, os.getpgid(proc.pid))
+        except (psutil.Error, ProcessLookupError):
             pass
 
 

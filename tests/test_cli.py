@@ -46,6 +46,10 @@ def test_env_reports_the_runtime() -> None:
     assert "python" in cli("env").stdout
 
 
+#: the usage error checked through a subprocess; the others call parabench.cli.main here
+E2E_USAGE_ERROR = ["run", "--workload", "resnet9000"]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -64,8 +68,17 @@ def test_env_reports_the_runtime() -> None:
         ([], "required"),
     ],
 )
-def test_usage_errors_are_one_line_and_exit_2(args: list[str], expected: str) -> None:
-    proc = cli(*args)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], expected: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    if args == E2E_USAGE_ERROR:  # as a user runs it
+        proc = cli(*args)
+    else:  # the same main() in this process, without an interpreter's start-up each
+        from parabench.cli import main
+
+        capsys.readouterr()
+        code = main(args)
+        out, err = capsys.readouterr()
+        proc = subprocess.CompletedProcess(args, code, out, err)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

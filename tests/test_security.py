@@ -17,12 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from casewatch import is_loopback, watch_run
+from casewatch import Watched, is_loopback, watch_run
 from parabench.registry import methods
 
 pytestmark = pytest.mark.cpu
 
 TORCH = pytest.mark.torch
+#: the torch process-group methods, watched in one CLI run (one interpreter and torch import
+#: for the four cases instead of four); each still shows its own cases' listeners
+TORCH_GROUP = ("ddp", "fsdp", "pipeline", "fedavg")
 LISTENER_CASES = [
     pytest.param("mlp", "ddp", marks=TORCH),
     pytest.param("mlp", "fsdp", marks=[TORCH, pytest.mark.slow]),
@@ -39,15 +42,34 @@ def _require(method: str) -> None:
         pytest.skip(f"{method}: {reason}")
 
 
+def _watched(workload: str, methods_: str, out: Path) -> Watched:
+    return watch_run(["--workload", workload, "--method", methods_, "--workers", "2",
+                      "--device", "cpu", "--profile", "tiny", "--epochs", "2"],
+                     out=out, poll_s=0.05)
+
+
+@pytest.fixture(scope="module")
+def torch_group_run(tmp_path_factory: pytest.TempPathFactory) -> Watched:
+    """One watched run of every runnable torch process-group method."""
+    runnable = [m for m in TORCH_GROUP if methods.get(m).unavailable("cpu") is None]
+    if not runnable:
+        pytest.skip("no torch process-group method runs here")
+    return _watched("mlp", ",".join(runnable), tmp_path_factory.mktemp("listen") / "r.jsonl")
+
+
 @pytest.mark.parametrize(("workload", "method"), LISTENER_CASES)
-def test_a_case_listens_on_loopback_only(workload: str, method: str, tmp_path: Path) -> None:
+def test_a_case_listens_on_loopback_only(workload: str, method: str, tmp_path: Path,
+                                         request: pytest.FixtureRequest) -> None:
     _require(method)
-    run = watch_run(["--workload", workload, "--method", method, "--workers", "2",
-                     "--device", "cpu", "--profile", "tiny", "--epochs", "2"],
-                    out=tmp_path / "r.jsonl", poll_s=0.05)
+    if method in TORCH_GROUP:
+        run = request.getfixturevalue("torch_group_run")
+        listeners = run.listeners_of(method)
+    else:
+        run = _watched(workload, method, tmp_path / "r.jsonl")
+        listeners = run.listeners
     assert run.rc == 0, run.stderr
-    assert run.listeners, "saw no listening socket: the watch missed the case"
-    exposed = sorted(item for item in run.listeners if not is_loopback(item[2]))
+    assert listeners, "saw no listening socket: the watch missed the case"
+    exposed = sorted(item for item in listeners if not is_loopback(item[2]))
     assert not exposed, f"{method} listens beyond loopback (pid, name, ip, port): {exposed}"
 
 

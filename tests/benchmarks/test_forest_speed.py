@@ -45,6 +45,13 @@ BASELINE_STEPS = 3
 # Engines that start processes or a JVM are `slow` (seconds of start-up even in smoke mode;
 # tests/benchmarks/test_methods.py smoke-runs every method's case once anyway).
 SLOW = pytest.mark.slow
+#: smoke mode leaves out what this body would only repeat: a Spark case at tiny starts a JVM
+#: cluster (~30 s of a 2-core run) to fit once, as these default tests already do
+SMOKED_ELSEWHERE = {
+    "spark": "smoke: spark's tiny case runs in test_methods.py::test_window[random_forest-spark-"
+             "cpu-w2] and test_forest_engines.py::test_spark_forest_reaches_serial_quality_on_"
+             "loopback; this benchmark measures it with --benchmark-only",
+}
 METHODS = [
     pytest.param("threads", ROUNDS),
     pytest.param("processes", ROUNDS, marks=SLOW),
@@ -124,6 +131,8 @@ def test_forest_method_speedup_over_serial(
     method: str, rounds: int, benchmark: Any, profile: str,
     serial_cache: dict[str, tuple[float, float]],
 ) -> None:
+    if benchmark.disabled and method in SMOKED_ELSEWHERE:
+        pytest.skip(SMOKED_ELSEWHERE[method])
     steps = 1 if benchmark.disabled else BASELINE_STEPS
     serial_s, serial_quality = _serial(profile, serial_cache, steps)
     case = BenchCase(workload=WORKLOAD, method=method, device="cpu", workers=WORKERS)
