@@ -155,7 +155,7 @@ def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],
         # exact parity's evidence, if recorded
         m["trace"] = Trace.from_dict(getattr(session, "trace", None))
         extra.update(session.notes)
-        facts = session.facts
+        facts = getattr(session, "facts", facts)  # a plugin session may predate facts
         m["peak_gpu_mb"] = _safe(session.peak_gpu_mb)
     m["energy"] = Energy.from_dict(meter.summary(samples))
     if tracker is not None:  # what was reached so far, also when the case failed later
