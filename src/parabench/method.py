@@ -29,17 +29,16 @@ string, so the runner can record a skipped case instead of crashing on it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from parabench import hardware
 from parabench.case.clock import Clock
 from parabench.case.launcher import POOL, Launcher
-from parabench.config import RunConfig, available_cores
+from parabench.config import OptionSpec, RunConfig, available_cores
+from parabench.registry import declared_option
 from parabench.workload import Workload
-
-#: options that only mean something to mini-batch torch training
-TORCH_OPTIONS = ("num_workers", "pin_memory", "precision")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,10 +135,11 @@ class Method(ABC):
     #: the method (one with parity "baseline") whose results parity and speedup compare with:
     #: TensorFlow's methods are compared with ``tf_serial``, everything else with ``serial``
     baseline_method: ClassVar[str] = "serial"
-    #: the config.OPTIONS this method reads; an option given on the command line that no
-    #: selected method or workload reads is refused before anything runs. A plugin that
-    #: registers its own option (config.register_option) lists it here too.
-    options: ClassVar[frozenset[str]] = frozenset()
+    #: the options this method reads, name -> declaration (type, default, whether it changes
+    #: the mathematics: :class:`~parabench.config.OptionSpec`); the registry collects them,
+    #: so a plugin's own option is declared here and nowhere else. An option given on the
+    #: command line that no selected method or workload reads is refused before anything runs
+    options: ClassVar[Mapping[str, OptionSpec]] = {}
 
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families
@@ -171,12 +171,13 @@ class Method(ABC):
             return f"{self.name} runs {workload.name} on {', '.join(devices)}, not {config.device}"
         if self.max_workers is not None and config.workers > self.max_workers:
             return f"{self.name} runs at most {self.max_workers} worker(s), asked {config.workers}"
-        if workload.family != "torch":
-            if config.batch_size == "auto":
-                return f"--batch-size auto applies to mini-batch workloads, not {workload.name}"
-            torch_only = [k for k in TORCH_OPTIONS if k in config.options]
-            if torch_only:
-                return f"{', '.join(torch_only)} apply to torch workloads, not {workload.name}"
+        if workload.family != "torch" and config.batch_size == "auto":
+            return f"--batch-size auto applies to mini-batch workloads, not {workload.name}"
+        family_of = {k: declared_option(k, self.name).family for k in config.options}
+        foreign = [k for k, f in family_of.items() if f is not None and f != workload.family]
+        if foreign:  # e.g. the DataLoader knobs on a forest
+            return (f"{', '.join(foreign)} apply to {family_of[foreign[0]]} workloads, "
+                    f"not {workload.name}")
         if config.option("precision") == "fp16" and config.device != "cuda":
             return "fp16 autocast needs CUDA; use --precision bf16 on CPU"
         return self.unavailable(config.device) or hardware.missing(workload.requires)

@@ -12,8 +12,11 @@ torch kernel; the sessions are in :mod:`parabench.forest.hybrid`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
+from parabench.config import OptionSpec
+from parabench.engines.dask_cluster import DASK_SCHEDULER
 from parabench.forest.hist import HistForestMethod
 from parabench.forest.hybrid import DaskThreadsTorchSession, ThreadsTorchSession, TorchDaskSession
 from parabench.forest.torch_kernel import TorchKernel
@@ -22,7 +25,7 @@ from parabench.registry import methods
 
 class _TorchHybrid(HistForestMethod):
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "dask"})
-    options: ClassVar[frozenset[str]] = frozenset({"dask_scheduler"})
+    options: ClassVar[Mapping[str, OptionSpec]] = {"dask_scheduler": DASK_SCHEDULER}
     kernel = TorchKernel
 
 
@@ -31,7 +34,7 @@ class ThreadsTorchForest(_TorchHybrid):
     name: ClassVar[str] = "threads+torch"
     description: ClassVar[str] = "torch histogram forest, trees split over threads (streams)"
     requires: ClassVar[frozenset[str]] = frozenset({"torch"})
-    options: ClassVar[frozenset[str]] = frozenset()
+    options: ClassVar[Mapping[str, OptionSpec]] = {}
     session_class = ThreadsTorchSession
 
 

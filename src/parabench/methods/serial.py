@@ -12,13 +12,15 @@ peak comes from ``torch.cuda.max_memory_allocated``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from parabench.config import RunConfig
+from parabench.config import OptionSpec, RunConfig
 from parabench.forest.session import predictions_sha
-from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
+from parabench.method import EpochStats, Method, Session
 from parabench.registry import methods
 from parabench.torch.local import SerialTorchSession
+from parabench.torch.options import TORCH_OPTIONS
 from parabench.workload import Dataset, EstimatorWorkload, TorchWorkload, Workload
 
 
@@ -60,7 +62,7 @@ class Serial(Method):
     families: ClassVar[frozenset[str]] = frozenset({"torch", "estimator"})
     max_workers: ClassVar[int | None] = 1
     parity: ClassVar[str] = "baseline"
-    options: ClassVar[frozenset[str]] = frozenset(TORCH_OPTIONS)
+    options: ClassVar[Mapping[str, OptionSpec]] = TORCH_OPTIONS
 
     def devices_for(self, workload: Workload) -> tuple[str, ...]:
         # scikit-learn estimators have no CUDA path; only torch workloads move to the GPU

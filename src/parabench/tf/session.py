@@ -24,10 +24,11 @@ import socket
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
-from parabench.method import TORCH_OPTIONS, Session
+from parabench.method import Session
 from parabench.tf.models import missing_model
 from parabench.tf.program import TFProgram
 from parabench.torch.data_parallel import DataParallelMethod
+from parabench.torch.options import TORCH_OPTIONS
 from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
 

@@ -152,8 +152,8 @@ class FedAvgProgram:
         self.workload: TorchWorkload = workloads.get(workload)
         self.device = ctx.torch_device()
         self.clients_total = k = cfg.option("clients") or ctx.world_size
-        self.local_epochs = cfg.option("local_epochs", 1)
-        self.split = cfg.option("split", "iid")
+        self.local_epochs = cfg.option("local_epochs")
+        self.split = cfg.option("split")
         if k < ctx.world_size or k % ctx.world_size:
             raise ValueError(f"{k} clients cannot be spread evenly over {ctx.world_size} ranks")
         # every client's batch B; ``auto``: what fits on every rank (the smallest wins)
