@@ -123,6 +123,15 @@ def _axes() -> list[list[Any]]:
         return [["mlp"], ["serial"], ["cpu"], [1]]
 
 
+def _case_key(case_key: Any, workload: str, method: str, device: str, workers: int,
+              profile: str, threads: int) -> Any:
+    """A benchmark case's key as ``ratios`` reads it: ``CaseKey.bench`` (parabench.identity,
+    the one definition); commits before it had the same tuple, spelled out."""
+    if hasattr(case_key, "bench"):
+        return case_key.bench(workload, method, device, workers, profile, threads)
+    return case_key(workload, method, device, workers, "-", profile, "-", threads)
+
+
 def _case(workload: str, method: str, device: str, workers: int) -> Any:
     """The runnable case for these parameters; NotImplementedError (asv: n/a) otherwise."""
     if _MISSING is not None:
@@ -360,11 +369,12 @@ class VersusSerial(_Measured):
             raise NotImplementedError(f"no {base} baseline for {workload} on {device}")
         if (reason := baseline.skip_reason(profile)) is not None:
             raise NotImplementedError(f"{baseline.id}: {reason}")
-        key = CaseKey(workload, method, device, workers, "-", profile, "-", threads)
+        key = _case_key(CaseKey, workload, method, device, workers, profile, threads)
         times, self.baselines = {key: self.figures["seconds_per_sample"]}, {}
         for n in (workers * threads, threads):  # equal cores; threads per worker
             self.baselines[n] = figures = measured(baseline, threads=n)
-            times[key._replace(method=base, workers=1, threads=n)] = figures["seconds_per_sample"]
+            times[_case_key(CaseKey, workload, base, device, 1, profile, n)] = figures[
+                "seconds_per_sample"]
         self.ratios = ratios(key, times)
         self.serial = self.baselines[workers * threads]
         higher_is_better = workloads.get(workload).quality.higher_is_better

@@ -12,7 +12,7 @@ parabench without it is an old commit, whose benchmarks show as n/a.
 
 from __future__ import annotations
 
-from parabench.analysis.ratios import BASELINE_METHOD as BASELINE
+from parabench.identity import BASELINE_METHOD as BASELINE
 from parabench.sweep.plan import BenchCase, bench_cases
 
 __all__ = ["BASELINE", "SMOKE_ORDER", "BenchCase", "bench_cases", "smoke_cases"]

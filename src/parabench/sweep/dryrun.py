@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from parabench.case.result import Result
 from parabench.config import RunConfig
+from parabench.identity import CaseId
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}
@@ -60,11 +61,6 @@ def guess_s(config: RunConfig) -> float:
     return START_S.get(config.method, 8.0) + config.epochs * epoch
 
 
-def _key(workload: str, method: str, device: str, workers: int, profile: str,
-         epochs: int) -> tuple:
-    return (workload, method, device, workers, profile, epochs)
-
-
 def _clock(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
@@ -75,8 +71,7 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     history: dict[tuple, list[float]] = defaultdict(list)
     for r in previous:
         if r.status == "ok" and r.wall_s:
-            history[_key(r.workload, r.method, r.device, r.workers, r.profile,
-                         r.epochs)].append(r.wall_s)
+            history[CaseId.recorded(r).history].append(r.wall_s)
     done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
     lines, total, guessed, runs = [], 0.0, 0, 0
     for case in cases:
@@ -87,8 +82,7 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
         if c.key() in done:
             lines.append(f"  done  {c.label()} (recorded ok; --resume keeps it)")
             continue
-        past = history.get(_key(c.workload, c.method, c.device, c.workers, c.profile,
-                                c.epochs))
+        past = history.get(c.key().history)
         if past:
             est, how = statistics.median(past), f"~{_clock(statistics.median(past))}"
         else:

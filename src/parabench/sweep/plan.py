@@ -65,9 +65,15 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from parabench import hardware
-from parabench.analysis.ratios import BASELINE_METHOD, baseline_of, baseline_threads, is_baseline
 from parabench.case.target import resolve_target
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
+from parabench.identity import (
+    BASELINE_METHOD,
+    CaseId,
+    baseline_of,
+    baseline_threads,
+    is_baseline,
+)
 from parabench.registry import methods, workloads
 
 
@@ -282,12 +288,6 @@ def _cheapest_workload(grid: Grid, method: str, workers: int, judged: Any) -> st
     return (runnable or supported or names)[0]
 
 
-def _baseline_slot(config: RunConfig, method: str) -> tuple:
-    """What a baseline run shares with the cases it is the baseline of."""
-    return (config.workload, method, config.device, config.batch_size,
-            tuple(sorted(config.options.items(), key=str)), config.repeat)
-
-
 def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
                           max_s: float | None = None) -> list[Case]:
     """``cases`` plus, before each planned baseline run, the same baseline at every other
@@ -300,7 +300,7 @@ def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
         c = case.config
         if case.skip_reason is None and not is_baseline(c.method):
             base = baseline_of(c.method)
-            needed.setdefault(_baseline_slot(c, base), set()).update(
+            needed.setdefault(CaseId.of(c).baseline_slot(base), set()).update(
                 baseline_threads(c.workload, base, t) for t in (c.workers * c.threads, c.threads))
     out: list[Case] = []
     for case in cases:
@@ -310,7 +310,8 @@ def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
             c = c.replace(threads_per_worker=own)  # what it records: one run, not two
             case = Case(config=c, skip_reason=case.skip_reason)
         if is_baseline(c.method):
-            for threads in sorted(needed.get(_baseline_slot(c, c.method), set()) - {c.threads}):
+            slot = CaseId.of(c).baseline_slot(c.method)
+            for threads in sorted(needed.get(slot, set()) - {c.threads}):
                 extra = c.replace(threads_per_worker=threads)
                 if max_s is not None and guess_s(extra) > max_s:
                     continue
