@@ -140,6 +140,15 @@ class Method(ABC):
     #: so a plugin's own option is declared here and nowhere else. An option given on the
     #: command line that no selected method or workload reads is refused before anything runs
     options: ClassVar[Mapping[str, OptionSpec]] = {}
+    #: seconds this method takes to start a ``tiny`` case on 2 cores (imports, processes,
+    #: clusters, JIT; for the forest peers, their fit beyond sklearn's): the dry run's and the
+    #: coverage planner's guess (:mod:`parabench.sweep.dryrun`, which says how the built-in
+    #: figures were measured). None: the dry run assumes its fallback and says so on the line
+    startup_guess_s: ClassVar[float | None] = None
+    #: rank among the methods the coverage grid may pick to stand for data parallelism on a
+    #: workload (lowest first, the first that trains it); None: never picked. Read from the
+    #: class itself, not inherited: a subclass is a variant (a plugin), not the family's face
+    coverage_rank: ClassVar[int | None] = None
 
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families

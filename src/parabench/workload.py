@@ -94,6 +94,12 @@ class Workload(ABC):
     #: the options the workload itself reads, name -> declaration (:data:`DATA_DIR` where it
     #: has a real loader)
     options: ClassVar[Mapping[str, OptionSpec]] = {}
+    #: seconds one ``tiny`` epoch (one fit, for estimators) takes on 2 cores: the dry run's
+    #: guess with the method's ``startup_guess_s``. None: its fallback, said on the line
+    tiny_epoch_guess_s: ClassVar[float | None] = None
+    #: where plain ``pytest`` ranks this workload when it picks one to stand for a method
+    #: (cheapest first, :func:`parabench.sweep.bench.smoke_cases`); None: after the ranked ones
+    smoke_rank: ClassVar[int | None] = None
 
     @abstractmethod
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:

@@ -58,6 +58,7 @@ def clients_for(config: RunConfig) -> int:
 @methods.register
 class FedAvg(Method):
     name: ClassVar[str] = "fedavg"
+    startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = (
         "federated averaging: K clients on IID / non-IID shards, E local epochs per round, "
         "sample-weighted all-reduce of the weights"

@@ -30,6 +30,7 @@ class _DaskMethod(ForestMethod):
 @methods.register
 class Dask(_DaskMethod):
     name: ClassVar[str] = "dask"
+    startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "trees as tasks on a Dask cluster (joblib's dask backend)"
     session_class = DaskJoblibSession
 
@@ -37,5 +38,6 @@ class Dask(_DaskMethod):
 @methods.register
 class DaskThreads(_DaskMethod):
     name: ClassVar[str] = "dask+threads"
+    startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "one share of the trees per Dask worker, grown with threads"
     session_class = DaskThreadsSession

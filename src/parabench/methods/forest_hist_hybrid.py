@@ -32,6 +32,7 @@ class _TorchHybrid(HistForestMethod):
 @methods.register
 class ThreadsTorchForest(_TorchHybrid):
     name: ClassVar[str] = "threads+torch"
+    startup_guess_s: ClassVar[float | None] = 10.0
     description: ClassVar[str] = "torch histogram forest, trees split over threads (streams)"
     requires: ClassVar[frozenset[str]] = frozenset({"torch"})
     options: ClassVar[Mapping[str, OptionSpec]] = {}
@@ -41,6 +42,7 @@ class ThreadsTorchForest(_TorchHybrid):
 @methods.register
 class TorchDaskForest(_TorchHybrid):
     name: ClassVar[str] = "torch+dask"
+    startup_guess_s: ClassVar[float | None] = 20.0
     description: ClassVar[str] = "torch histogram forest, trees split over Dask workers"
     session_class = TorchDaskSession
 
@@ -48,5 +50,6 @@ class TorchDaskForest(_TorchHybrid):
 @methods.register
 class DaskThreadsTorchForest(_TorchHybrid):
     name: ClassVar[str] = "dask+threads+torch"
+    startup_guess_s: ClassVar[float | None] = 14.0
     description: ClassVar[str] = "torch histogram forest: Dask workers x threads per worker"
     session_class = DaskThreadsTorchSession

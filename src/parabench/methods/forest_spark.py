@@ -23,6 +23,7 @@ from parabench.registry import methods
 @methods.register
 class Spark(ForestMethod):
     name: ClassVar[str] = "spark"
+    startup_guess_s: ClassVar[float | None] = 90.0
     description: ClassVar[str] = "pyspark.ml RandomForestClassifier, local[workers] by default"
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "spark"})
     parity: ClassVar[str] = "statistical"

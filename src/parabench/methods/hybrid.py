@@ -32,6 +32,7 @@ from parabench.torch.staged import StagedMethod
 @methods.register
 class Hybrid(StagedMethod):
     name: ClassVar[str] = "hybrid"
+    startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = (
         "pipeline stages x data-parallel replicas (gradients all-reduced per stage)"
     )

@@ -47,6 +47,7 @@ from parabench.workload import TorchWorkload, Workload
 @methods.register
 class ModelParallel(Method):
     name: ClassVar[str] = "model_parallel"
+    startup_guess_s: ClassVar[float | None] = 5.0
     description: ClassVar[str] = (
         "layer-wise split across devices in one process (cuda:0..k-1; one device on CPU)"
     )

@@ -57,6 +57,7 @@ class SerialEstimatorSession(Session):
 @methods.register
 class Serial(Method):
     name: ClassVar[str] = "serial"
+    startup_guess_s: ClassVar[float | None] = 5.0
     description: ClassVar[str] = "one process on one device: the baseline"
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch", "estimator"})

@@ -56,6 +56,7 @@ __all__ = ["TFMirrored", "TFMultiWorker", "TFSerial", "reserve_ports", "tf_confi
 @methods.register
 class TFSerial(TFMethod):
     name: ClassVar[str] = "tf_serial"
+    startup_guess_s: ClassVar[float | None] = 25.0
     description: ClassVar[str] = "TensorFlow custom loop, one process: the tf_* baseline"
     max_workers: ClassVar[int | None] = 1
     parity: ClassVar[str] = "baseline"
@@ -65,6 +66,8 @@ class TFSerial(TFMethod):
 @methods.register
 class TFMultiWorker(TFMethod):
     name: ClassVar[str] = "tf_multiworker"
+    startup_guess_s: ClassVar[float | None] = 50.0
+    coverage_rank: ClassVar[int | None] = 2
     description: ClassVar[str] = (
         "TensorFlow MultiWorkerMirroredStrategy: one process per worker, TF_CONFIG on localhost"
     )
@@ -74,6 +77,7 @@ class TFMultiWorker(TFMethod):
 @methods.register
 class TFMirrored(TFMethod):
     name: ClassVar[str] = "tf_mirrored"
+    startup_guess_s: ClassVar[float | None] = 25.0
     description: ClassVar[str] = "TensorFlow MirroredStrategy over the GPUs of one process"
     requires: ClassVar[frozenset[str]] = frozenset({"tf", "multigpu"})
     devices: ClassVar[tuple[str, ...]] = ("cuda",)

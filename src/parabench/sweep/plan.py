@@ -35,9 +35,9 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   nothing here is planned on its cheapest supported workload anyway, so it is a skipped row
   with its reason (no GPU, engine not installed), as in the full sweep.
 * every workload under its baseline and one data-parallel method, the first of
-  :data:`DATA_PARALLEL` that trains it (ddp for torch workloads, the threads forest for
-  estimators; TensorFlow's data-parallel method covers itself on mlp, the cheapest workload
-  with a Keras model).
+  :func:`data_parallel_methods` (by their declared ``coverage_rank``) that trains it (ddp
+  for torch workloads, the threads forest for estimators; TensorFlow's data-parallel method
+  covers itself on mlp, the cheapest workload with a Keras model).
 * the baseline of every runnable case (serial, tf_serial for the TensorFlow methods) at the
   grid's threads, so every row has its parity and its speedup at equal cores. The extra
   ratio baseline (serial at 1 thread, for 2 x 1's scaling efficiency) only where it is cheap
@@ -206,12 +206,18 @@ def plan(grid: Grid) -> list[Case]:
 
 #: worker count of the coverage grid's multi-worker cases: the smallest that parallelises
 COVERAGE_WORKERS = 2
-#: per workload, the first of these that trains it is its data-parallel method in the coverage
-DATA_PARALLEL = ("ddp", "threads", "tf_multiworker")
 #: the coverage grid's extra ratio baselines (serial at another thread count) are planned only
 #: when guessed to take at most this long: at tiny, mlp, cnn, nbow, vgg11 and random_forest
 #: (6-10 s); not conv_autoencoder, seq2seq (15-21 s), densenet121 (13 s) or tf_serial (26 s)
 COVERAGE_EXTRA_MAX_S = 10.0
+
+
+def data_parallel_methods() -> list[str]:
+    """The methods that may stand for data parallelism on a workload in the coverage grid,
+    in the order they are tried: those declaring a ``coverage_rank`` on their own class."""
+    ranked = [(rank, m.name) for m in methods
+              if (rank := vars(type(m)).get("coverage_rank")) is not None]
+    return [name for _, name in sorted(ranked)]
 
 
 def coverage(grid: Grid) -> list[Case]:
@@ -244,8 +250,8 @@ def _coverage_slot(grid: Grid, judged: Any) -> list[Case]:
         picked.setdefault((workload, method.name), [judged(workload, method.name, w)
                                                     for w in counts])
     for workload in workloads.names():
-        dp = next((m for m in DATA_PARALLEL if m in methods.names()
-                   and methods.get(m).supports(workloads.get(workload))), None)
+        dp = next((m for m in data_parallel_methods()
+                   if methods.get(m).supports(workloads.get(workload))), None)
         for name in [m for m in [dp] if m]:
             picked.setdefault((workload, name), [judged(workload, name, w)
                                                  for w in _coverage_workers(grid, name)])

@@ -61,6 +61,8 @@ class CNN(TorchWorkload):
     #: measured for the fedavg parity tests; sets the statistical parity margin
     seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.019, "quick": 0.0058}
     name: ClassVar[str] = "cnn"
+    tiny_epoch_guess_s: ClassVar[float | None] = 2.0
+    smoke_rank: ClassVar[int | None] = 2
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.943
     options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader

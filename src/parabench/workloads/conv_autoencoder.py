@@ -37,6 +37,8 @@ CODE = 64
 @workloads.register
 class ConvAutoencoder(TorchWorkload):
     name: ClassVar[str] = "conv_autoencoder"
+    tiny_epoch_guess_s: ClassVar[float | None] = 8.0
+    smoke_rank: ClassVar[int | None] = 4
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.013
     options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader

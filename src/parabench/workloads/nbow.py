@@ -43,6 +43,8 @@ def vocab_size(data: Dataset) -> int:
 @workloads.register
 class NBoW(TorchWorkload):
     name: ClassVar[str] = "nbow"
+    tiny_epoch_guess_s: ClassVar[float | None] = 1.0
+    smoke_rank: ClassVar[int | None] = 3
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.96
     options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader

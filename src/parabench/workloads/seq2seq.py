@@ -102,6 +102,8 @@ def _widths(src_len: int) -> tuple[int, int]:
 @workloads.register
 class Seq2Seq(TorchWorkload):
     name: ClassVar[str] = "seq2seq"
+    tiny_epoch_guess_s: ClassVar[float | None] = 5.0
+    smoke_rank: ClassVar[int | None] = 5
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.93
     options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader

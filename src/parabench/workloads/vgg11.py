@@ -53,6 +53,8 @@ SIZES: dict[str, tuple[int, int, float, float]] = {
 @workloads.register
 class VGG11(ImageClassifierWorkload):
     name: ClassVar[str] = "vgg11"
+    tiny_epoch_guess_s: ClassVar[float | None] = 2.5
+    smoke_rank: ClassVar[int | None] = 6
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.859
     sizes: ClassVar[dict[str, tuple[int, int, float, float]]] = SIZES
