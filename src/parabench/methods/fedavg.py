@@ -39,7 +39,7 @@ from parabench import hardware
 from parabench.config import OptionSpec, RunConfig
 from parabench.method import Method, Session
 from parabench.registry import methods
-from parabench.torch.fedavg import FedAvgProgram
+from parabench.torch.fedavg import FEDAVG_OPTIONS, FedAvgProgram
 from parabench.torch.options import TORCH_OPTIONS
 from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
@@ -66,14 +66,7 @@ class FedAvg(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "statistical"
-    options: ClassVar[Mapping[str, OptionSpec]] = {
-        **TORCH_OPTIONS,
-        "clients": OptionSpec(int, "federated clients (default: workers)", minimum=1),
-        "local_epochs": OptionSpec(int, "federated local epochs per round", minimum=1,
-                                   default=1),
-        "split": OptionSpec(str, "federated data split", choices=("iid", "noniid"),
-                            default="iid"),
-    }
+    options: ClassVar[Mapping[str, OptionSpec]] = {**TORCH_OPTIONS, **FEDAVG_OPTIONS}
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         if (reason := super().check(workload, config)) is not None:

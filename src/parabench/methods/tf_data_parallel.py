@@ -56,7 +56,6 @@ __all__ = ["TFMirrored", "TFMultiWorker", "TFSerial", "reserve_ports", "tf_confi
 @methods.register
 class TFSerial(TFMethod):
     name: ClassVar[str] = "tf_serial"
-    startup_guess_s: ClassVar[float | None] = 25.0
     description: ClassVar[str] = "TensorFlow custom loop, one process: the tf_* baseline"
     max_workers: ClassVar[int | None] = 1
     parity: ClassVar[str] = "baseline"
@@ -68,16 +67,14 @@ class TFMultiWorker(TFMethod):
     name: ClassVar[str] = "tf_multiworker"
     startup_guess_s: ClassVar[float | None] = 50.0
     coverage_rank: ClassVar[int | None] = 2
-    description: ClassVar[str] = (
-        "TensorFlow MultiWorkerMirroredStrategy: one process per worker, TF_CONFIG on localhost"
-    )
+    description: ClassVar[str] = ("TensorFlow MultiWorkerMirroredStrategy: one process per "
+                                  "worker, TF_CONFIG on localhost")
     session_class: ClassVar[type[Session]] = TFMultiWorkerSession
 
 
 @methods.register
 class TFMirrored(TFMethod):
     name: ClassVar[str] = "tf_mirrored"
-    startup_guess_s: ClassVar[float | None] = 25.0
     description: ClassVar[str] = "TensorFlow MirroredStrategy over the GPUs of one process"
     requires: ClassVar[frozenset[str]] = frozenset({"tf", "multigpu"})
     devices: ClassVar[tuple[str, ...]] = ("cuda",)

@@ -110,6 +110,9 @@ class TFMethod(DataParallelMethod):
 
     requires: ClassVar[frozenset[str]] = frozenset({"tf"})
     baseline_method: ClassVar[str] = "tf_serial"
+    #: the family's start-up guess (TF import, servers, tracing: tf_serial and tf_mirrored);
+    #: tf_multiworker, a process per worker, declares its own
+    startup_guess_s: ClassVar[float | None] = 25.0
     session_class: ClassVar[type[Session]]
 
     def supports(self, workload: Workload) -> bool:
