@@ -121,9 +121,10 @@ class Registry(Generic[T]):
             factory = self._factories[name]
             yield name, factory if isinstance(factory, type) else self.get(name)
 
-    def size(self) -> int:
+    def snapshot(self) -> tuple[tuple[str, Callable[[], T]], ...]:
+        """What is registered now (a cache key for what derives from the entries)."""
         self._load()
-        return len(self._factories)
+        return tuple(self._factories.items())
 
 
 workloads: Registry[Workload] = Registry("workload", "parabench.workloads", "parabench.workloads")
@@ -135,7 +136,7 @@ def _options_of(owner: object) -> Mapping[str, OptionSpec]:
     return options if isinstance(options, Mapping) else {}
 
 
-_specs_cache: tuple[tuple[int, int], dict[str, OptionSpec]] | None = None
+_specs_cache: tuple[tuple, dict[str, OptionSpec]] | None = None
 
 
 def option_specs() -> dict[str, OptionSpec]:
@@ -145,8 +146,8 @@ def option_specs() -> dict[str, OptionSpec]:
     agree on the rest (type, valid values, what it changes), else this raises ValueError.
     """
     global _specs_cache
-    size = (workloads.size(), methods.size())
-    if _specs_cache is not None and _specs_cache[0] == size:
+    registered = (workloads.snapshot(), methods.snapshot())
+    if _specs_cache is not None and _specs_cache[0] == registered:
         return _specs_cache[1]
     specs: dict[str, OptionSpec] = {}
     owners: dict[str, str] = {}
@@ -158,7 +159,7 @@ def option_specs() -> dict[str, OptionSpec]:
                 elif not specs[name].same_knob(spec):
                     raise ValueError(f"option {name!r} is declared differently by "
                                      f"{owners[name]} and {owner}")
-    _specs_cache = size, dict(sorted(specs.items()))
+    _specs_cache = registered, dict(sorted(specs.items()))
     return _specs_cache[1]
 
 
