@@ -73,8 +73,9 @@ def test_options_a_baseline_shares_derive_from_the_declarations() -> None:
     base = key.baseline_at(2)
     assert (base.method, base.workers, base.threads) == ("serial", 1, 2)
     serial = CaseKey("mlp", "serial", "cpu", 1, "-", "tiny", "precision=bf16", 2)
-    assert serial.equal_work == base.equal_work  # fedavg's own clients= is not shared
-    assert serial._replace(options="-").equal_work != base.equal_work
+    assert serial.same_work(base)  # fedavg's own clients= is not shared
+    assert not serial._replace(options="-").same_work(base)
+    assert not serial._replace(threads=1).same_work(base)
 
 
 def test_parity_s_baseline_shares_the_math_options_only() -> None:

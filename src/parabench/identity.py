@@ -11,7 +11,7 @@ Usage::
     cid.baseline_slot("serial")         # what the planner's extra baseline runs share
     key = CaseKey.bench("mlp", "ddp", "cpu", 2, "tiny", threads=1)   # pytest-benchmark, asv
     key.baseline_at(2)                  # the baseline run a ratio wants (serial, 1 worker)
-    key.equal_work                      # what a speed ratio's baseline must share
+    key.same_work(other)                # may a speed ratio compare the two runs?
 
 A case is a workload trained by a method on a device by ``workers`` processes of ``threads``
 threads, at a batch size, profile, epochs, seed and repeat, with options and (time-to-target
@@ -116,12 +116,11 @@ class CaseKey(NamedTuple):
         ``threads`` threads, the rest (workload, device, batch, profile, options) its own."""
         return self._replace(method=baseline_of(self.method), workers=1, threads=threads)
 
-    @property
-    def equal_work(self) -> tuple[Any, ...]:
-        """What two runs compared for speed must share: everything but the options that
-        change neither the mathematics nor the work timed."""
-        return (self.workload, self.method, self.device, self.workers, self.batch,
-                self.profile, self.threads, shared_options(self.options))
+    def same_work(self, other: CaseKey) -> bool:
+        """Whether a speed ratio may compare the two runs: equal keys but for the options
+        that change neither the mathematics nor the work timed (the cheap fields first)."""
+        return (self._replace(options="") == other._replace(options="")
+                and shared_options(self.options) == shared_options(other.options))
 
 
 @dataclass(frozen=True, kw_only=True)

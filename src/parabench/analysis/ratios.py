@@ -25,7 +25,7 @@ TensorFlow methods); a method is a baseline when it is its own baseline.
 
 Which baseline *run* a case is compared with (:func:`ratios`): equal work means the same
 workload, device, profile, batch size and the options declared to change the mathematics or
-the work timed (:attr:`parabench.identity.CaseKey.equal_work`), never another batch. Two
+the work timed (:meth:`parabench.identity.CaseKey.same_work`), never another batch. Two
 ratios, each naming its baseline:
 
 * ``speedup``: vs the baseline with the **same total cores**, ``workers x threads_per_worker``
@@ -129,10 +129,10 @@ def parity_holds(gap: float, tolerance: float) -> bool:
 
 def find_baseline(key: CaseKey, pool: Iterable[tuple], threads: int) -> CaseKey | None:
     """The baseline run of ``key`` at ``threads`` threads in ``pool``: equal work only
-    (:attr:`~parabench.identity.CaseKey.equal_work`)."""
-    wanted = CaseKey(*key).baseline_at(threads).equal_work
+    (:meth:`~parabench.identity.CaseKey.same_work`)."""
+    wanted = CaseKey(*key).baseline_at(threads)
     for c in sorted(CaseKey(*c) for c in pool):
-        if c.equal_work == wanted:
+        if c.same_work(wanted):
             return c
     return None
 
