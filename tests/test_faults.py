@@ -341,10 +341,10 @@ def test_bad_input_is_one_line_exit_2_before_anything_runs(
 
 
 def test_every_option_is_read_by_some_method_or_workload() -> None:
-    from parabench.config import OPTIONS
+    from parabench.registry import option_specs
     from parabench.sweep.preflight import readers_of
 
-    assert [name for name in OPTIONS if not readers_of(name)] == []
+    assert [name for name in option_specs() if not readers_of(name)] == []
 
 
 # --- the pieces, without a runner -------------------------------------------------------------

@@ -185,11 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_option_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per entry of config.OPTIONS: lists (grid axes) except free-text values."""
-    from parabench.config import OPTIONS
+    """One flag per option the registered methods and workloads declare: lists (grid axes)
+    except free-text values."""
+    from parabench.registry import option_specs
 
     group = p.add_argument_group("method and workload options (comma lists are grid axes)")
-    for name, spec in OPTIONS.items():
+    for name, spec in option_specs().items():
         flag = "--" + name.replace("_", "-")
         if spec.kind is str and not spec.choices:
             group.add_argument(flag, dest=f"opt_{name}", help=spec.help,  # a path / address

@@ -8,7 +8,10 @@ Usage::
 
 Validation happens on construction, so a RunConfig that exists is a RunConfig that makes
 sense; errors are :class:`ConfigError` (a ``ValueError``) whose message says what is valid.
-Whether the *names* exist is the registry's business (:mod:`parabench.registry`).
+Whether the *names* exist is the registry's business (:mod:`parabench.registry`), and so are
+the options: each method and workload declares the ones it reads (:class:`OptionSpec`), and a
+case's options are checked against those declarations; ``cfg.option(name)`` reads the value
+or the declared default. A case's identity (``cfg.key()``) is :class:`parabench.identity.CaseId`.
 """
 
 from __future__ import annotations
@@ -16,12 +19,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
+
+from parabench.identity import CaseId, labelled_options
+from parabench.registry import declared_option, option_specs
 
 DEVICES = ("cpu", "cuda")
 PROFILES = ("tiny", "quick", "full")
 AUTO = "auto"
+#: :meth:`RunConfig.option`'s "no default given": the owner's declared default is read
+DECLARED: Any = object()
 
 BatchSize = int | Literal["auto"] | None
 
@@ -32,12 +40,28 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """A method/workload knob carried in ``RunConfig.options`` (a grid axis on the CLI)."""
+    """A method/workload knob carried in ``RunConfig.options`` (a grid axis on the CLI).
+
+    Declared by its owner, never in a central table: a method or workload lists the options it
+    reads in its ``options`` mapping (name -> spec), and :func:`parabench.registry.option_specs`
+    collects them, plugins included. ``default`` is what :meth:`RunConfig.option` reads when
+    the case leaves the option unset (per owner: ``stages`` is 2 for model_parallel, one per
+    worker for pipeline). ``changes_math``: the option changes what is computed, so parity's
+    baseline must share it; ``equal_work``: it changes the work timed (the DataLoader knobs),
+    so a speed ratio's baseline must share it too. ``family``: the workload family it applies
+    to (None: any). ``in_label``: shown in case labels and the table (a path is not).
+    """
 
     kind: type
     help: str
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    _: KW_ONLY
+    default: Any = None
+    changes_math: bool = False
+    equal_work: bool = False
+    family: str | None = None
+    in_label: bool = True
 
     def validate(self, name: str, value: Any) -> None:
         if self.kind is int:
@@ -49,31 +73,15 @@ class OptionSpec:
                 f"option {name}={value!r} is not valid; valid: {', '.join(self.choices)}"
             )
 
+    def with_default(self, default: Any) -> OptionSpec:
+        """The same knob with another owner's default (``stages``: 2 here, per worker there)."""
+        return dataclasses.replace(self, default=default)
 
-#: Every option a case may carry. Methods read ``config.options.get(name)``; None = default.
-OPTIONS: dict[str, OptionSpec] = {
-    "data_dir": OptionSpec(str, "directory or file with a real dataset (nothing is downloaded)"),
-    "num_workers": OptionSpec(
-        int, "DataLoader worker processes (0: batches sliced in-loop)", minimum=0
-    ),
-    "pin_memory": OptionSpec(bool, "DataLoader pin_memory (page-locked host batches)"),
-    "precision": OptionSpec(str, "fp32, or bf16/fp16 autocast", choices=("fp32", "bf16", "fp16")),
-    "dask_scheduler": OptionSpec(str, "address of an existing Dask scheduler (tcp://HOST:PORT)"),
-    "spark_master": OptionSpec(str, "Spark master URL (default local[workers])"),
-    "stages": OptionSpec(int, "pipeline / model-parallel stage count", minimum=1),
-    "microbatches": OptionSpec(int, "pipeline micro-batches per batch", minimum=1),
-    "schedule": OptionSpec(str, "pipeline schedule", choices=("gpipe", "1f1b")),
-    "clients": OptionSpec(int, "federated clients (default: workers)", minimum=1),
-    "local_epochs": OptionSpec(int, "federated local epochs per round", minimum=1),
-    "split": OptionSpec(str, "federated data split", choices=("iid", "noniid")),
-}
-
-
-def register_option(name: str, spec: OptionSpec) -> None:
-    """Let a plugin method declare its own option (names are global: pick a distinct one)."""
-    if name in OPTIONS and OPTIONS[name] != spec:
-        raise ValueError(f"option {name!r} is already registered differently")
-    OPTIONS[name] = spec
+    def same_knob(self, other: OptionSpec) -> bool:
+        """Whether two owners' declarations of one name agree (each may have its own default
+        and help text; the type, the valid values and what it changes must be the same)."""
+        return dataclasses.replace(self, help="", default=None) == dataclasses.replace(
+            other, help="", default=None)
 
 
 def available_cores() -> int:
@@ -158,13 +166,14 @@ class RunConfig:
             )
         if not isinstance(self.options, dict):
             raise ConfigError(f"options must be a mapping, got {type(self.options).__name__}")
+        specs = option_specs() if self.options else {}  # no options: no registry to load
         for name, value in self.options.items():
-            if name not in OPTIONS:
+            if name not in specs:
                 raise ConfigError(
-                    f"unknown option {name!r}; valid: {', '.join(sorted(OPTIONS))}"
+                    f"unknown option {name!r}; valid: {', '.join(sorted(specs))}"
                 )
             if value is not None:
-                OPTIONS[name].validate(name, value)
+                specs[name].validate(name, value)
         # Freeze a private copy without unset (None) options, so {} and {"x": None} are the
         # same case, and a caller mutating its dict cannot change this one.
         object.__setattr__(
@@ -198,32 +207,23 @@ class RunConfig:
             )
         return cls(**data)
 
-    def key(self) -> tuple[Any, ...]:
-        """Identity of the case, used by ``--resume`` to recognise finished cases."""
-        return (
-            self.workload,
-            self.method,
-            self.device,
-            self.workers,
-            self.threads,
-            self.batch_size,
-            self.epochs,
-            self.profile,
-            self.seed,
-            self.repeat,
-            tuple(sorted((k, repr(v)) for k, v in self.options.items())),
-            self.target_quality,
-        )
+    def key(self) -> CaseId:
+        """Identity of the case (:class:`parabench.identity.CaseId`); ``--resume`` recognises
+        finished cases by it."""
+        return CaseId.of(self)
 
-    def option(self, name: str, default: Any = None) -> Any:
-        """``options[name]``, or ``default`` when unset (the name must be a known option)."""
-        if name not in OPTIONS:
-            raise KeyError(f"unknown option {name!r}")
-        return self.options.get(name, default)
+    def option(self, name: str, default: Any = DECLARED) -> Any:
+        """``options[name]``, or when unset the default declared by the option's owner (this
+        case's method, else its workload; see :class:`OptionSpec`). A ``default`` given here
+        overrides the declared one (for callers outside parabench; parabench restates none)."""
+        spec = declared_option(name, method=self.method, workload=self.workload)  # KeyError
+        if name in self.options:
+            return self.options[name]
+        return spec.default if default is DECLARED else default
 
     def label(self) -> str:
         bs = "default" if self.batch_size is None else self.batch_size
-        opts = "".join(f" {k}={v}" for k, v in self.options.items() if k != "data_dir")
+        opts = "".join(f" {k}={v}" for k, v in labelled_options(self.options))
         if self.target_quality is not None:
             opts += f" target={self.target_quality:g}"
         return (

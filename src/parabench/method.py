@@ -29,6 +29,7 @@ string, so the runner can record a skipped case instead of crashing on it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -36,15 +37,13 @@ from parabench import hardware
 from parabench.case.clock import Clock
 from parabench.case.launcher import POOL, Launcher
 from parabench.case.records import Facts, Grading
-from parabench.config import RunConfig, available_cores
+from parabench.config import OptionSpec, RunConfig, available_cores
+from parabench.registry import declared_option
 from parabench.workload import Workload
 
 #: how many steps a session traces for exact parity (fewer when an epoch has fewer): part of
 #: the trace format that :mod:`parabench.analysis.trajectory` reads, fixed where it is recorded
 TRACE_STEPS = 20
-
-#: options that only mean something to mini-batch torch training
-TORCH_OPTIONS = ("num_workers", "pin_memory", "precision")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,10 +143,20 @@ class Method(ABC):
     #: the method (one with parity "baseline") whose results parity and speedup compare with:
     #: TensorFlow's methods are compared with ``tf_serial``, everything else with ``serial``
     baseline_method: ClassVar[str] = "serial"
-    #: the config.OPTIONS this method reads; an option given on the command line that no
-    #: selected method or workload reads is refused before anything runs. A plugin that
-    #: registers its own option (config.register_option) lists it here too.
-    options: ClassVar[frozenset[str]] = frozenset()
+    #: the options this method reads, name -> declaration (type, default, whether it changes
+    #: the mathematics: :class:`~parabench.config.OptionSpec`); the registry collects them,
+    #: so a plugin's own option is declared here and nowhere else. An option given on the
+    #: command line that no selected method or workload reads is refused before anything runs
+    options: ClassVar[Mapping[str, OptionSpec]] = {}
+    #: seconds this method takes to start a ``tiny`` case on 2 cores (imports, processes,
+    #: clusters, JIT; for the forest peers, their fit beyond sklearn's): the dry run's and the
+    #: coverage planner's guess (:mod:`parabench.sweep.dryrun`, which says how the built-in
+    #: figures were measured). None: the dry run assumes its fallback and says so on the line
+    startup_guess_s: ClassVar[float | None] = None
+    #: rank among the methods the coverage grid may pick to stand for data parallelism on a
+    #: workload (lowest first, the first that trains it); None: never picked. Read from the
+    #: class itself, not inherited: a subclass is a variant (a plugin), not the family's face
+    coverage_rank: ClassVar[int | None] = None
 
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families
@@ -179,12 +188,13 @@ class Method(ABC):
             return f"{self.name} runs {workload.name} on {', '.join(devices)}, not {config.device}"
         if self.max_workers is not None and config.workers > self.max_workers:
             return f"{self.name} runs at most {self.max_workers} worker(s), asked {config.workers}"
-        if workload.family != "torch":
-            if config.batch_size == "auto":
-                return f"--batch-size auto applies to mini-batch workloads, not {workload.name}"
-            torch_only = [k for k in TORCH_OPTIONS if k in config.options]
-            if torch_only:
-                return f"{', '.join(torch_only)} apply to torch workloads, not {workload.name}"
+        if workload.family != "torch" and config.batch_size == "auto":
+            return f"--batch-size auto applies to mini-batch workloads, not {workload.name}"
+        family_of = {k: declared_option(k, self.name).family for k in config.options}
+        foreign = [k for k, f in family_of.items() if f is not None and f != workload.family]
+        if foreign:  # e.g. the DataLoader knobs on a forest
+            return (f"{', '.join(foreign)} apply to {family_of[foreign[0]]} workloads, "
+                    f"not {workload.name}")
         if config.option("precision") == "fp16" and config.device != "cuda":
             return "fp16 autocast needs CUDA; use --precision bf16 on CPU"
         return self.unavailable(config.device) or hardware.missing(workload.requires)

@@ -12,7 +12,10 @@ imported. Third-party packages add their own through entry points in the groups
 zero-argument factory) whose instances have a ``name``. For local experiments, the modules
 named in ``PARABENCH_PLUGINS`` (comma-separated) are imported too and register themselves.
 
-This is the only place that looks anything up by method or workload name.
+This is the only place that looks anything up by method or workload name, and the one that
+knows every option: :func:`option_specs` collects the options each registered method and
+workload declares (``options``: name -> :class:`~parabench.config.OptionSpec`), and
+:func:`declared_option` finds the declaration a case reads (its method's, else its workload's).
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from __future__ import annotations
 import importlib
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
+    from parabench.config import OptionSpec
     from parabench.method import Method
     from parabench.workload import Workload
 
@@ -109,6 +113,66 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         return (self.get(n) for n in self.names())
 
+    def declarations(self) -> Iterator[tuple[str, object]]:
+        """(name, class) of every entry, unbuilt where the factory is a class (its ``options``
+        and other declarations are class attributes); a factory function's instance else."""
+        self._load()
+        for name in sorted(self._factories):
+            factory = self._factories[name]
+            yield name, factory if isinstance(factory, type) else self.get(name)
+
+    def snapshot(self) -> tuple[tuple[str, Callable[[], T]], ...]:
+        """What is registered now (a cache key for what derives from the entries)."""
+        self._load()
+        return tuple(self._factories.items())
+
 
 workloads: Registry[Workload] = Registry("workload", "parabench.workloads", "parabench.workloads")
 methods: Registry[Method] = Registry("method", "parabench.methods", "parabench.methods")
+
+
+def _options_of(owner: object) -> Mapping[str, OptionSpec]:
+    options = getattr(owner, "options", None)
+    return options if isinstance(options, Mapping) else {}
+
+
+_specs_cache: tuple[tuple, dict[str, OptionSpec]] | None = None
+
+
+def option_specs() -> dict[str, OptionSpec]:
+    """Every option a registered workload or method declares, by name (sorted).
+
+    One name may be declared by several owners, each with its own default and help; they must
+    agree on the rest (type, valid values, what it changes), else this raises ValueError.
+    """
+    global _specs_cache
+    registered = (workloads.snapshot(), methods.snapshot())
+    if _specs_cache is not None and _specs_cache[0] == registered:
+        return _specs_cache[1]
+    specs: dict[str, OptionSpec] = {}
+    owners: dict[str, str] = {}
+    for registry in (workloads, methods):
+        for owner, declared in registry.declarations():
+            for name, spec in _options_of(declared).items():
+                if name not in specs:
+                    specs[name], owners[name] = spec, owner
+                elif not specs[name].same_knob(spec):
+                    raise ValueError(f"option {name!r} is declared differently by "
+                                     f"{owners[name]} and {owner}")
+    _specs_cache = registered, dict(sorted(specs.items()))
+    return _specs_cache[1]
+
+
+def declared_option(name: str, method: str | None = None,
+                    workload: str | None = None) -> OptionSpec:
+    """The declaration of option ``name`` a case reads: its method's, else its workload's,
+    else any owner's. KeyError for a name nobody declares."""
+    for registry, owner in ((methods, method), (workloads, workload)):
+        if owner is not None and owner in registry:
+            options = _options_of(registry.get(owner))
+            if name in options:
+                return options[name]
+    specs = option_specs()
+    if name not in specs:
+        raise KeyError(f"unknown option {name!r}")
+    return specs[name]

@@ -20,16 +20,23 @@ outside. Heavy libraries (torch, sklearn) are imported inside methods so that
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from parabench.config import OptionSpec
+
 if TYPE_CHECKING:
     import torch
 
     from parabench.config import RunConfig
+
+#: the option of every workload with a real-data loader (declared in its ``options``): a
+#: different dataset is different mathematics; a path, so no label shows it
+DATA_DIR = OptionSpec(str, "directory or file with a real dataset (nothing is downloaded)",
+                      changes_math=True, in_label=False)
 
 
 def no_real_data(workload: str, data_dir: str | None) -> None:
@@ -84,8 +91,15 @@ class Workload(ABC):
     #: False when every epoch retrains the same model from scratch (a seeded forest refit),
     #: so more epochs cannot raise quality: time-to-target mode stops after the first
     epochs_improve: ClassVar[bool] = True
-    #: the config.OPTIONS the workload itself reads (``data_dir`` where it has a real loader)
-    options: ClassVar[frozenset[str]] = frozenset()
+    #: the options the workload itself reads, name -> declaration (:data:`DATA_DIR` where it
+    #: has a real loader)
+    options: ClassVar[Mapping[str, OptionSpec]] = {}
+    #: seconds one ``tiny`` epoch (one fit, for estimators) takes on 2 cores: the dry run's
+    #: guess with the method's ``startup_guess_s``. None: its fallback, said on the line
+    tiny_epoch_guess_s: ClassVar[float | None] = None
+    #: where plain ``pytest`` ranks this workload when it picks one to stand for a method
+    #: (cheapest first, :func:`parabench.sweep.bench.smoke_cases`); None: after the ranked ones
+    smoke_rank: ClassVar[int | None] = None
 
     @abstractmethod
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:

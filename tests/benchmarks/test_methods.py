@@ -75,12 +75,6 @@ def profile(benchmark: Any) -> str:
     return os.environ.get("PARABENCH_BENCH_PROFILE") or ("tiny" if benchmark.disabled else "quick")
 
 
-def _key(case: BenchCase, profile: str, threads: int) -> CaseKey:
-    """The case's key as :func:`parabench.analysis.ratios.ratios` reads it."""
-    return CaseKey(case.workload, case.method, case.device, case.workers, "-", profile, "-",
-                   threads)
-
-
 def window_figures(started: StartedCase) -> dict[str, Any]:
     """The speed figures of ``started``'s steady windows (the warm-up window left out).
 
@@ -142,7 +136,7 @@ def test_window(benchmark: Any, case: BenchCase, profile: str, baselines: dict) 
         samples = started.samples_per_epoch
 
     threads = case.config(profile).threads
-    key = _key(case, profile, threads)
+    key = case.config(profile).key().group
     if is_baseline(case.method):  # serial, and tf_serial for the tf_* methods
         baselines[key] = (speed["seconds_per_sample"], quality)
     windows = 1 if benchmark.disabled else BASELINE_WINDOWS  # smoke: prove it works, quickly

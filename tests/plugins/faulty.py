@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from parabench.config import OptionSpec, register_option
+from parabench.config import OptionSpec
 from parabench.methods.serial import Serial
 from parabench.registry import methods, workloads
 from parabench.workload import Dataset, EstimatorWorkload, Quality
@@ -84,8 +84,8 @@ class WideSerial(Serial):
     name = "wide_serial"
     max_workers = None
     parity = "exact"  # the same math as serial, checked against it
-    # a plugin's own option: registered globally, declared by the method that reads it
-    options = frozenset({*Serial.options, "fault_knob"})
+    # a plugin's own option, declared by the method that reads it (the registry collects it)
+    options = {**Serial.options,
+               "fault_knob": OptionSpec(int, "test-only plugin option", minimum=1)}
 
 
-register_option("fault_knob", OptionSpec(int, "test-only plugin option", minimum=1))

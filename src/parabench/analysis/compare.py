@@ -21,7 +21,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from parabench.analysis.figures import group_key
 from parabench.analysis.stats import (
     ALPHA,
     mann_whitney_p,
@@ -30,6 +29,7 @@ from parabench.analysis.stats import (
     throughput_samples,
 )
 from parabench.case.result import FAILED_STATUSES, Result
+from parabench.identity import CaseId
 
 
 def parse_threshold(text: str) -> float:
@@ -86,7 +86,7 @@ def _parity(rs: list[Result]) -> str:
 
 def _key(r: Result) -> tuple:
     """The case's identity: the report's grouping plus epochs and seed (the same work)."""
-    return (*group_key(r), r.epochs, r.seed)
+    return CaseId.recorded(r).work
 
 
 def _quality(rs: list[Result]) -> float | None:

@@ -14,23 +14,23 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from parabench.analysis.ratios import CaseKey
 from parabench.case.result import Result
+from parabench.identity import CaseId, CaseKey
+from parabench.identity import options_label as _label
 
 __all__ = ["BUSY_WARNING", "RSS_MARK", "group_key", "median_times", "memory_cell",
            "options_label", "peak_memory", "recorded_busy", "seconds_per_sample"]
 
 
 def options_label(r: Result) -> str:
-    opts = (r.config or {}).get("options", {})
-    return " ".join(f"{k}={v}" for k, v in sorted(opts.items()) if k != "data_dir") or "-"
+    """The options column of ``r``'s row (:func:`parabench.identity.options_label`)."""
+    return _label((r.config or {}).get("options", {}))
 
 
 def group_key(r: Result) -> CaseKey:
-    """(workload, method, device, workers, batch, profile, options, threads): repeats share it."""
-    batch = "-" if r.batch_size is None else str(r.batch_size)
-    return CaseKey(r.workload, r.method, r.device, r.workers, batch, r.profile,
-                   options_label(r), r.threads_per_worker)
+    """(workload, method, device, workers, batch, profile, options, threads): repeats share it
+    (:attr:`parabench.identity.CaseId.group` of the case as it ran)."""
+    return CaseId.recorded(r).group
 
 
 def median_times(results: Iterable[Result]) -> dict[CaseKey, float]:

@@ -67,6 +67,7 @@ from parabench.analysis.ratios import (  # the tolerances live with the arithmet
 from parabench.analysis.trajectory import compare_traces
 from parabench.case.records import Parity
 from parabench.case.result import Result
+from parabench.identity import CaseId
 from parabench.registry import methods
 from parabench.workloads.spread import missing_reason, seed_spread
 
@@ -75,14 +76,11 @@ __all__ = ["EXACT_TOLERANCE", "FALLBACK_SPREAD", "MIN_STATISTICAL_TOLERANCE", "S
 
 #: the spread statistical parity uses, *and names*, where nothing was measured (see above)
 FALLBACK_SPREAD = 0.01
-#: options that change what is computed, so the baseline must share them
-DATA_OPTIONS = ("data_dir", "precision")
 
 
 def _match_key(r: Result) -> tuple:
-    options = r.config.get("options", {}) if r.config else {}
-    data = tuple((k, options.get(k)) for k in DATA_OPTIONS)
-    return (r.workload, r.profile, r.seed, r.epochs, str(r.batch_size), data)
+    """What the baseline result shares (:attr:`parabench.identity.CaseId.parity_slot`)."""
+    return CaseId.recorded(r).parity_slot
 
 
 def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:

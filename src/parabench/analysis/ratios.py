@@ -25,8 +25,9 @@ The baseline of a method is its ``baseline_method`` (``serial``; ``tf_serial`` f
 TensorFlow methods); a method is a baseline when it is its own baseline.
 
 Which baseline *run* a case is compared with (:func:`ratios`): equal work means the same
-workload, device, profile, batch size and data options (:data:`BASELINE_OPTIONS`), never
-another batch. Two ratios, each naming its baseline:
+workload, device, profile, batch size and the options declared to change the mathematics or
+the work timed (:meth:`parabench.identity.CaseKey.same_work`), never another batch. Two
+ratios, each naming its baseline:
 
 * ``speedup``: vs the baseline with the **same total cores**, ``workers x threads_per_worker``
   threads in one process: what the parallel method buys on these cores. (Comparing with a
@@ -42,11 +43,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-BASELINE_METHOD = "serial"
-#: options a baseline must share with a method for equal work (an options label's names)
-BASELINE_OPTIONS = ("data_dir", "precision", "num_workers", "pin_memory")
+from parabench.identity import (  # the baseline rule is the identity's; named here as before
+    BASELINE_METHOD,
+    CaseKey,
+    baseline_of,
+    baseline_threads,
+    is_baseline,
+)
+
+__all__ = ["BASELINE_METHOD", "EXACT_TOLERANCE", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR",
+           "CaseKey", "Ratio", "Ratios", "baseline_label", "baseline_of", "baseline_threads",
+           "efficiency", "find_baseline", "is_baseline", "missing_hint", "parity_holds",
+           "parity_tolerance", "quality_gap", "quality_shortfall", "ratios", "scaling_efficiency",
+           "slowdown", "speedup", "throughput_speedup", "total_cores"]
 
 #: parity tolerance of methods computing the same mathematics as their baseline (see
 #: :mod:`parabench.analysis.parity` for why this much)
@@ -55,33 +66,6 @@ EXACT_TOLERANCE = 0.015
 SPREAD_FACTOR = 3.0
 #: ... but never less than this
 MIN_STATISTICAL_TOLERANCE = 0.01
-
-
-def baseline_of(method: str) -> str:
-    """The method ``method`` is compared with: its ``baseline_method``, else serial."""
-    from parabench.registry import methods  # the registry imports every method: late
-
-    if method in methods:
-        return getattr(methods.get(method), "baseline_method", BASELINE_METHOD)
-    return BASELINE_METHOD
-
-
-def baseline_threads(workload: str, baseline: str, threads: int) -> int:
-    """The threads ``baseline`` runs ``workload`` with when given ``threads``: serial fits a
-    scikit-learn estimator with ``n_jobs=1`` whatever it is given, so its one-thread run is
-    also the serial "with the same total cores" (a second run at 2 threads would repeat it)."""
-    from parabench.registry import workloads
-    from parabench.workload import EstimatorWorkload
-
-    if baseline == BASELINE_METHOD and workload in workloads and isinstance(
-            workloads.get(workload), EstimatorWorkload):
-        return 1
-    return threads
-
-
-def is_baseline(method: str) -> bool:
-    """Whether ``method`` is a baseline others are compared with (it is its own baseline)."""
-    return baseline_of(method) == method
 
 
 def speedup(baseline_s: float, method_s: float) -> float:
@@ -144,32 +128,14 @@ def parity_holds(gap: float, tolerance: float) -> bool:
 
 # --- which baseline run, and the two ratios ---------------------------------------------------
 
-class CaseKey(NamedTuple):
-    """What identifies a configuration (its repeats share it); a plain tuple underneath."""
-
-    workload: str
-    method: str
-    device: str
-    workers: int
-    batch: str          # "-": the workload's default for the profile
-    profile: str
-    options: str        # "name=value ..." or "-"
-    threads: int        # threads per worker
-
-
-def data_options(options: str) -> str:
-    """The part of an options label the baseline must share (:data:`BASELINE_OPTIONS`)."""
-    return " ".join(o for o in options.split() if o.split("=")[0] in BASELINE_OPTIONS)
-
-
 def find_baseline(key: CaseKey, pool: Iterable[tuple], threads: int) -> CaseKey | None:
     """The baseline run of ``key`` at ``threads`` threads in ``pool`` (as the baseline runs
-    it: :func:`baseline_threads`): equal work only."""
-    threads = baseline_threads(key.workload, baseline_of(key.method), threads)
+    it: :func:`baseline_threads`): equal work only
+    (:meth:`~parabench.identity.CaseKey.same_work`)."""
+    key = CaseKey(*key)
+    wanted = key.baseline_at(baseline_threads(key.workload, baseline_of(key.method), threads))
     for c in sorted(CaseKey(*c) for c in pool):
-        if (c.workload, c.method, c.device, c.workers, c.batch, c.profile, c.threads) == (
-                key.workload, baseline_of(key.method), key.device, 1, key.batch, key.profile,
-                threads) and data_options(c.options) == data_options(key.options):
+        if c.same_work(wanted):
             return c
     return None
 

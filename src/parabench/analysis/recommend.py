@@ -35,8 +35,6 @@ from parabench.analysis.figures import (
     seconds_per_sample,
 )
 from parabench.analysis.ratios import (
-    BASELINE_OPTIONS,
-    data_options,
     find_baseline,
     is_baseline,
     missing_hint,
@@ -55,9 +53,9 @@ from parabench.analysis.stats import (
 from parabench.case.records import Parity
 from parabench.case.result import Result
 
-__all__ = ["BASELINE_OPTIONS", "Candidate", "Recommendation", "baseline_for", "candidates",
-           "data_options", "describe", "group_key", "median_times", "options_label", "parity_cell",
-           "parity_text", "recommend", "seconds_per_sample"]
+__all__ = ["Candidate", "Recommendation", "baseline_for", "candidates", "describe", "group_key",
+           "median_times", "options_label", "parity_cell", "parity_text", "recommend",
+           "seconds_per_sample"]
 
 
 def _median(values: Iterable[float | None]) -> float | None:

@@ -135,7 +135,8 @@ def gpu_indices(config: RunConfig, gpus: int) -> list[int]:
     order = list(range(gpus))
     if visible is not None and all(p.strip().isdigit() for p in visible.split(",")):
         order = [int(p) for p in visible.split(",")]
-    used = min(max(config.workers, config.option("stages") or 1), len(order))
+    # the stages given, not a method's declared default: as before the options were declared
+    used = min(max(config.workers, config.options.get("stages") or 1), len(order))
     return order[:used]
 
 

@@ -56,11 +56,15 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from parabench.config import OptionSpec
 from parabench.engines.probe import require_listening
 from parabench.envinfo import THREAD_VARS
 
 if TYPE_CHECKING:
     from parabench.config import RunConfig
+
+#: the option of every method that runs on a Dask cluster (declared in their ``options``)
+DASK_SCHEDULER = OptionSpec(str, "address of an existing Dask scheduler (tcp://HOST:PORT)")
 
 LOOPBACK = "127.0.0.1"
 CLOSE_TIMEOUT_S = 20.0

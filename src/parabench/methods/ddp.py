@@ -49,6 +49,8 @@ class DDPSession(DistributedTorchSession):
 @methods.register
 class DDP(DataParallelMethod):
     name: ClassVar[str] = "ddp"
+    startup_guess_s: ClassVar[float | None] = 7.0
+    coverage_rank: ClassVar[int | None] = 0
     description: ClassVar[str] = (
         "DistributedDataParallel: one process per worker, gloo (cpu) / nccl (one GPU each)"
     )

@@ -32,13 +32,15 @@ With ``--clients 1`` it is serial exactly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from parabench import hardware
-from parabench.config import RunConfig
-from parabench.method import TORCH_OPTIONS, Method, Session
+from parabench.config import OptionSpec, RunConfig
+from parabench.method import Method, Session
 from parabench.registry import methods
-from parabench.torch.fedavg import FedAvgProgram
+from parabench.torch.fedavg import FEDAVG_OPTIONS, FedAvgProgram
+from parabench.torch.options import TORCH_OPTIONS
 from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
 
@@ -56,6 +58,7 @@ def clients_for(config: RunConfig) -> int:
 @methods.register
 class FedAvg(Method):
     name: ClassVar[str] = "fedavg"
+    startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = (
         "federated averaging: K clients on IID / non-IID shards, E local epochs per round, "
         "sample-weighted all-reduce of the weights"
@@ -63,16 +66,14 @@ class FedAvg(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "statistical"
-    options: ClassVar[frozenset[str]] = frozenset(
-        {*TORCH_OPTIONS, "clients", "local_epochs", "split"}
-    )
+    options: ClassVar[Mapping[str, OptionSpec]] = {**TORCH_OPTIONS, **FEDAVG_OPTIONS}
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         if (reason := super().check(workload, config)) is not None:
             return reason
         if config.device == "cuda" and config.workers > (gpus := hardware.cuda_device_count()):
             return f"fedavg uses one GPU per worker: {config.workers} asked, {gpus} here"
-        k, local = clients_for(config), config.option("local_epochs", 1)
+        k, local = clients_for(config), config.option("local_epochs")
         if k % local:
             return (f"--local-epochs {local} must divide the {k} clients: one fedavg epoch is "
                     f"clients / local_epochs rounds, each client processing serial's samples")
@@ -80,7 +81,7 @@ class FedAvg(Method):
             return (f"{k} clients cannot be spread evenly over {config.workers} workers "
                     f"(each worker hosts clients / workers; use --clients a multiple of it)")
         # the non-IID split deals classes out unevenly: it needs one class label per sample
-        if config.option("split", "iid") == "noniid" and workload.quality.name != "accuracy":
+        if config.option("split") == "noniid" and workload.quality.name != "accuracy":
             return (f"the noniid split needs class labels; {workload.name} reports "
                     f"{workload.quality.name}, not a per-sample class")
         return None

@@ -72,6 +72,7 @@ class CumlRandomForest(PeerForestMethod):
     """cuML ``RandomForestClassifier`` on one GPU; parameters matched as the module says."""
 
     name: ClassVar[str] = "cuml"
+    startup_guess_s: ClassVar[float | None] = 10.0
     description: ClassVar[str] = "peer: RAPIDS cuML GPU random forest, n_streams=workers (cuda)"
     requires: ClassVar[frozenset[str]] = frozenset({"cuml"})
     devices: ClassVar[tuple[str, ...]] = ("cuda",)

@@ -12,8 +12,11 @@ one share of the trees, grown there with threads. The sessions are in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
+from parabench.config import OptionSpec
+from parabench.engines.dask_cluster import DASK_SCHEDULER
 from parabench.forest.dask_sessions import DaskJoblibSession, DaskThreadsSession
 from parabench.forest.session import ForestMethod
 from parabench.registry import methods
@@ -21,12 +24,13 @@ from parabench.registry import methods
 
 class _DaskMethod(ForestMethod):
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "dask"})
-    options: ClassVar[frozenset[str]] = frozenset({"dask_scheduler"})
+    options: ClassVar[Mapping[str, OptionSpec]] = {"dask_scheduler": DASK_SCHEDULER}
 
 
 @methods.register
 class Dask(_DaskMethod):
     name: ClassVar[str] = "dask"
+    startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "trees as tasks on a Dask cluster (joblib's dask backend)"
     session_class = DaskJoblibSession
 
@@ -34,5 +38,6 @@ class Dask(_DaskMethod):
 @methods.register
 class DaskThreads(_DaskMethod):
     name: ClassVar[str] = "dask+threads"
+    startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "one share of the trees per Dask worker, grown with threads"
     session_class = DaskThreadsSession

@@ -24,6 +24,7 @@ from parabench.registry import methods
 @methods.register
 class TorchForest(HistForestMethod):
     name: ClassVar[str] = "torch"
+    startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = "histogram random forest, PyTorch tensor kernels (cpu/cuda)"
     requires: ClassVar[frozenset[str]] = frozenset({"torch"})
     kernel = TorchKernel
@@ -32,6 +33,7 @@ class TorchForest(HistForestMethod):
 @methods.register
 class TfForest(HistForestMethod):
     name: ClassVar[str] = "tf"
+    startup_guess_s: ClassVar[float | None] = 20.0
     description: ClassVar[str] = "histogram random forest, TensorFlow kernels (CPU; GPU if seen)"
     requires: ClassVar[frozenset[str]] = frozenset({"tf"})
     kernel = TfKernel
@@ -40,6 +42,7 @@ class TfForest(HistForestMethod):
 @methods.register
 class NumbaForest(HistForestMethod):
     name: ClassVar[str] = "numba"
+    startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = "histogram random forest, numba njit(parallel) / numba.cuda"
     requires: ClassVar[frozenset[str]] = frozenset({"numba"})
     kernel = NumbaKernel

@@ -12,8 +12,11 @@ torch kernel; the sessions are in :mod:`parabench.forest.hybrid`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
+from parabench.config import OptionSpec
+from parabench.engines.dask_cluster import DASK_SCHEDULER
 from parabench.forest.hist import HistForestMethod
 from parabench.forest.hybrid import DaskThreadsTorchSession, ThreadsTorchSession, TorchDaskSession
 from parabench.forest.torch_kernel import TorchKernel
@@ -22,22 +25,24 @@ from parabench.registry import methods
 
 class _TorchHybrid(HistForestMethod):
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "dask"})
-    options: ClassVar[frozenset[str]] = frozenset({"dask_scheduler"})
+    options: ClassVar[Mapping[str, OptionSpec]] = {"dask_scheduler": DASK_SCHEDULER}
     kernel = TorchKernel
 
 
 @methods.register
 class ThreadsTorchForest(_TorchHybrid):
     name: ClassVar[str] = "threads+torch"
+    startup_guess_s: ClassVar[float | None] = 10.0
     description: ClassVar[str] = "torch histogram forest, trees split over threads (streams)"
     requires: ClassVar[frozenset[str]] = frozenset({"torch"})
-    options: ClassVar[frozenset[str]] = frozenset()
+    options: ClassVar[Mapping[str, OptionSpec]] = {}
     session_class = ThreadsTorchSession
 
 
 @methods.register
 class TorchDaskForest(_TorchHybrid):
     name: ClassVar[str] = "torch+dask"
+    startup_guess_s: ClassVar[float | None] = 20.0
     description: ClassVar[str] = "torch histogram forest, trees split over Dask workers"
     session_class = TorchDaskSession
 
@@ -45,5 +50,6 @@ class TorchDaskForest(_TorchHybrid):
 @methods.register
 class DaskThreadsTorchForest(_TorchHybrid):
     name: ClassVar[str] = "dask+threads+torch"
+    startup_guess_s: ClassVar[float | None] = 14.0
     description: ClassVar[str] = "torch histogram forest: Dask workers x threads per worker"
     session_class = DaskThreadsTorchSession

@@ -20,6 +20,8 @@ from parabench.registry import methods
 @methods.register
 class Threads(ForestMethod):
     name: ClassVar[str] = "threads"
+    startup_guess_s: ClassVar[float | None] = 2.0
+    coverage_rank: ClassVar[int | None] = 1
     description: ClassVar[str] = "scikit-learn n_jobs=workers on joblib's threading backend"
     session_class = ThreadsSession
 
@@ -27,5 +29,6 @@ class Threads(ForestMethod):
 @methods.register
 class Processes(ForestMethod):
     name: ClassVar[str] = "processes"
+    startup_guess_s: ClassVar[float | None] = 6.0
     description: ClassVar[str] = "scikit-learn n_jobs=workers on joblib's loky process pool"
     session_class = ProcessesSession

@@ -55,6 +55,7 @@ class LightGbmForest(PeerForestMethod):
     """LightGBM ``boosting="rf"`` (CPU); parameters matched as the module says."""
 
     name: ClassVar[str] = "lightgbm"
+    startup_guess_s: ClassVar[float | None] = 10.0
     description: ClassVar[str] = "peer: LightGBM boosting=rf with bagging, num_threads=workers"
     requires: ClassVar[frozenset[str]] = frozenset({"lightgbm"})
     module: ClassVar[str] = "lightgbm"

@@ -20,6 +20,7 @@ from parabench.registry import methods
 @methods.register
 class MPI(ForestMethod):
     name: ClassVar[str] = "mpi"
+    startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "mpi4py ranks each grow a seed-exact share of the trees"
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "mpi"})
     session_class = MPIForestSession

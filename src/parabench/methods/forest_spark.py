@@ -11,8 +11,10 @@ The session, and how Spark's forest is matched to scikit-learn's, is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
+from parabench.config import OptionSpec
 from parabench.forest.session import ForestMethod
 from parabench.forest.spark_session import SparkForestSession
 from parabench.registry import methods
@@ -21,8 +23,10 @@ from parabench.registry import methods
 @methods.register
 class Spark(ForestMethod):
     name: ClassVar[str] = "spark"
+    startup_guess_s: ClassVar[float | None] = 90.0
     description: ClassVar[str] = "pyspark.ml RandomForestClassifier, local[workers] by default"
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "spark"})
     parity: ClassVar[str] = "statistical"
-    options: ClassVar[frozenset[str]] = frozenset({"spark_master"})
+    options: ClassVar[Mapping[str, OptionSpec]] = {
+        "spark_master": OptionSpec(str, "Spark master URL (default local[workers])")}
     session_class = SparkForestSession

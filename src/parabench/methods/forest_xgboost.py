@@ -46,6 +46,7 @@ class XGBoostForest(PeerForestMethod):
     """XGBoost ``XGBRFClassifier`` (hist, cpu/cuda); parameters matched as the module says."""
 
     name: ClassVar[str] = "xgboost"
+    startup_guess_s: ClassVar[float | None] = 4.0
     description: ClassVar[str] = "peer: XGBoost random-forest mode, hist, n_jobs=workers (cpu/cuda)"
     requires: ClassVar[frozenset[str]] = frozenset({"xgboost"})
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")

@@ -46,5 +46,6 @@ class FSDPSession(DistributedTorchSession):
 @methods.register
 class FSDP(DataParallelMethod):
     name: ClassVar[str] = "fsdp"
+    startup_guess_s: ClassVar[float | None] = 9.0
     description: ClassVar[str] = "FSDP2 fully_shard: parameters, gradients, optimizer state sharded"
     session_class: ClassVar[type[Session]] = FSDPSession

@@ -20,24 +20,27 @@ all-reduce (host clock on CPU, CUDA events on the GPU); P2P waits are part of ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
-from parabench.config import RunConfig
+from parabench.config import OptionSpec, RunConfig
 from parabench.registry import methods
+from parabench.torch.options import STAGES
 from parabench.torch.staged import StagedMethod
-
-DEFAULT_STAGES = 2
 
 
 @methods.register
 class Hybrid(StagedMethod):
     name: ClassVar[str] = "hybrid"
+    startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = (
         "pipeline stages x data-parallel replicas (gradients all-reduced per stage)"
     )
+    options: ClassVar[Mapping[str, OptionSpec]] = {**StagedMethod.options,
+                                                   "stages": STAGES.with_default(2)}
 
     def stages_for(self, config: RunConfig) -> int | str:
-        stages = config.option("stages", DEFAULT_STAGES)
+        stages = config.option("stages")
         if config.workers % stages:
             return (f"hybrid runs stages x replicas ranks: {config.workers} workers is not a "
                     f"multiple of {stages} stages")

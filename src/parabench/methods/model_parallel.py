@@ -32,25 +32,29 @@ the loop, read after synchronising **every** stage's device, not only the first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from parabench import hardware
-from parabench.config import RunConfig
-from parabench.method import TORCH_OPTIONS, Method, Session
+from parabench.config import OptionSpec, RunConfig
+from parabench.method import Method, Session
 from parabench.registry import methods
-from parabench.torch.local import DEFAULT_STAGES, ModelParallelSession
+from parabench.torch.local import ModelParallelSession
+from parabench.torch.options import STAGES, TORCH_OPTIONS
 from parabench.workload import TorchWorkload, Workload
 
 
 @methods.register
 class ModelParallel(Method):
     name: ClassVar[str] = "model_parallel"
+    startup_guess_s: ClassVar[float | None] = 5.0
     description: ClassVar[str] = (
         "layer-wise split across devices in one process (cuda:0..k-1; one device on CPU)"
     )
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
-    options: ClassVar[frozenset[str]] = frozenset({*TORCH_OPTIONS, "stages"})
+    options: ClassVar[Mapping[str, OptionSpec]] = {**TORCH_OPTIONS,
+                                                   "stages": STAGES.with_default(2)}
     max_workers: ClassVar[int | None] = 1
     parity: ClassVar[str] = "exact"
 
@@ -59,7 +63,7 @@ class ModelParallel(Method):
             return reason
         from parabench.torch.stages import sequential_reason
 
-        stages = config.option("stages", DEFAULT_STAGES)
+        stages = config.option("stages")
         if config.device == "cuda" and stages > (gpus := hardware.cuda_device_count()):
             return f"model_parallel puts each of {stages} stages on its own GPU; {gpus} here"
         assert isinstance(workload, TorchWorkload)

@@ -43,6 +43,7 @@ from parabench.torch.staged import StagedMethod
 @methods.register
 class Pipeline(StagedMethod):
     name: ClassVar[str] = "pipeline"
+    startup_guess_s: ClassVar[float | None] = 7.0
     description: ClassVar[str] = (
         "torch.distributed.pipelining: one stage per process, micro-batches, gpipe / 1f1b"
     )

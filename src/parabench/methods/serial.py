@@ -12,57 +12,42 @@ peak comes from ``torch.cuda.max_memory_allocated``.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from parabench.config import RunConfig
-from parabench.forest.session import predictions_sha
-from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
+from parabench.config import OptionSpec, RunConfig
+from parabench.forest.session import ForestSession
+from parabench.method import Method, Session
 from parabench.registry import methods
 from parabench.torch.local import SerialTorchSession
+from parabench.torch.options import TORCH_OPTIONS
 from parabench.workload import Dataset, EstimatorWorkload, TorchWorkload, Workload
 
 
-class SerialEstimatorSession(Session):
-    workload: EstimatorWorkload
-    window_unit: ClassVar[str] = "fit"
+class SerialEstimatorSession(ForestSession):
+    """``serial`` on an estimator: the forest lifecycle, one fit with ``n_jobs=1`` whatever
+    the threads (so it is recorded as one thread), under no joblib backend."""
 
-    def __init__(self, workload: EstimatorWorkload, config: RunConfig) -> None:
-        super().__init__(workload, config)
-        self.threads_per_worker = 1  # n_jobs=1: tree building uses one thread
-        self.data: Dataset | None = None
-        self.estimator: Any = None
+    @property
+    def n_jobs(self) -> int:
+        return 1
 
-    def start(self) -> None:
-        self.data = self.workload.dataset(self.config)
-        self.samples_per_epoch = self.workload.samples_per_epoch(self.data)
-
-    def train_epoch(self, epoch: int) -> EpochStats:
-        assert self.data is not None, "start() first"
-        est = self.workload.build_estimator(self.config.profile, self.config.seed, n_jobs=1)
-        data = self.data
-        _, seconds = self.clock.time(lambda: est.fit(data.x_train, data.y_train))
-        self.estimator = est
-        loss = self.workload.train_loss(est, self.data)
-        return EpochStats(seconds=seconds, loss=loss, samples=self.samples_per_epoch)
-
-    def evaluate(self) -> float:
-        assert self.data is not None and self.estimator is not None, "train first"
-        # the seed-exact forest methods' parity compares their predictions digest with this
-        self.facts = dataclasses.replace(self.facts, predictions_sha=predictions_sha(
-            self.estimator.predict(self.data.x_test)))
-        return self.workload.score(self.estimator, self.data.x_test, self.data.y_test)
+    def fit(self, data: Dataset) -> Any:
+        est = self.workload.build_estimator(self.config.profile, self.config.seed, self.n_jobs)
+        est.fit(data.x_train, data.y_train)
+        return est
 
 
 @methods.register
 class Serial(Method):
     name: ClassVar[str] = "serial"
+    startup_guess_s: ClassVar[float | None] = 5.0
     description: ClassVar[str] = "one process on one device: the baseline"
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch", "estimator"})
     max_workers: ClassVar[int | None] = 1
     parity: ClassVar[str] = "baseline"
-    options: ClassVar[frozenset[str]] = frozenset(TORCH_OPTIONS)
+    options: ClassVar[Mapping[str, OptionSpec]] = TORCH_OPTIONS
 
     def devices_for(self, workload: Workload) -> tuple[str, ...]:
         # scikit-learn estimators have no CUDA path; only torch workloads move to the GPU

@@ -65,9 +65,10 @@ class TFSerial(TFMethod):
 @methods.register
 class TFMultiWorker(TFMethod):
     name: ClassVar[str] = "tf_multiworker"
-    description: ClassVar[str] = (
-        "TensorFlow MultiWorkerMirroredStrategy: one process per worker, TF_CONFIG on localhost"
-    )
+    startup_guess_s: ClassVar[float | None] = 50.0
+    coverage_rank: ClassVar[int | None] = 2
+    description: ClassVar[str] = ("TensorFlow MultiWorkerMirroredStrategy: one process per "
+                                  "worker, TF_CONFIG on localhost")
     session_class: ClassVar[type[Session]] = TFMultiWorkerSession
 
 

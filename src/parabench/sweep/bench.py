@@ -12,14 +12,11 @@ parabench without it is an old commit, whose benchmarks show as n/a.
 
 from __future__ import annotations
 
-from parabench.analysis.ratios import BASELINE_METHOD as BASELINE
+from parabench.identity import BASELINE_METHOD as BASELINE
+from parabench.registry import workloads
 from parabench.sweep.plan import BenchCase, bench_cases
 
-__all__ = ["BASELINE", "SMOKE_ORDER", "BenchCase", "bench_cases", "smoke_cases"]
-
-#: smoke mode's preference: the cheapest workload a method supports stands for the method
-SMOKE_ORDER = ("mlp", "random_forest", "cnn", "nbow", "conv_autoencoder", "seq2seq", "vgg11",
-               "densenet121")
+__all__ = ["BASELINE", "BenchCase", "bench_cases", "smoke_cases"]
 
 
 def smoke_cases(cases: list[BenchCase]) -> list[BenchCase]:
@@ -29,9 +26,9 @@ def smoke_cases(cases: list[BenchCase]) -> list[BenchCase]:
     workload under every method there would take longer than the rest of the suite. Serial
     trains every workload in the workload tests; measuring runs keep every case.
     """
-    def rank(c: BenchCase) -> tuple:
-        order = SMOKE_ORDER.index(c.workload) if c.workload in SMOKE_ORDER else len(SMOKE_ORDER)
-        return (order, c.workload, -c.workers)
+    def rank(c: BenchCase) -> tuple:  # the workloads' declared smoke_rank, cheapest first
+        order = workloads.get(c.workload).smoke_rank if c.workload in workloads else None
+        return (order is None, order or 0, c.workload, -c.workers)
 
     chosen: dict[tuple[str, str], BenchCase] = {}
     for case in sorted(cases, key=rank):

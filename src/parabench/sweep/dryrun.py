@@ -8,9 +8,11 @@ The estimate per case is the median wall time of earlier results of the same wor
 method, device, workers, profile and epochs in the ``--out`` file; cases with no such history
 get a guess (:func:`guess_s`), and the total says how many estimates were guesses.
 
-At ``tiny`` the guess is declared per case: the method's start-up (:data:`START_S`) plus
-epochs x the workload's epoch (:data:`TINY_EPOCH_S`), the epoch stretched when the case uses
-fewer than 2 cores. Both tables are rounded from the fastest ``tiny`` result of each case
+At ``tiny`` the guess is declared by the case's method and workload: the method's start-up
+(``Method.startup_guess_s``) plus epochs x the workload's epoch (``Workload.tiny_epoch_guess_s``),
+the epoch stretched when the case uses fewer than 2 cores; one that declares none gets
+:data:`FALLBACK_STARTUP_S` / :data:`FALLBACK_TINY_EPOCH_S`, named on its line. The built-in
+figures are rounded from the fastest ``tiny`` result of each case
 recorded on this 2-core CPU by 2026-11-23 (most under load 2-5, so they err long): serial
 mlp 7.7 s in all (6 s of it start-up), cnn 1.8 s per epoch, a torchrun start 5-7 s, Spark
 95 s (64 s start-up). TensorFlow's only records (cnn:
@@ -33,36 +35,48 @@ from collections.abc import Sequence
 
 from parabench.case.result import Result
 from parabench.config import RunConfig
+from parabench.identity import CaseId
+from parabench.registry import methods, workloads
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}
-#: seconds per tiny epoch (a fit, for estimators) on 2 cores; unlisted workloads: 5
-TINY_EPOCH_S = {"mlp": 0.5, "random_forest": 0.5, "nbow": 1.0, "cnn": 2.0,
-                "conv_autoencoder": 8.0, "seq2seq": 5.0, "densenet121": 4.0, "vgg11": 2.5}
-#: seconds a method takes to start a tiny case (imports, processes, clusters, JIT) and, for
-#: the forest peers, to fit beyond sklearn's; unlisted: 10
-START_S = {"serial": 5.0, "model_parallel": 5.0, "threads": 2.0, "processes": 6.0,
-           "xgboost": 4.0, "lightgbm": 10.0, "numba": 8.0, "torch": 8.0, "threads+torch": 10.0,
-           "ddp": 7.0, "fsdp": 9.0, "fedavg": 8.0, "pipeline": 7.0, "hybrid": 8.0,
-           "mpi": 12.0, "dask": 12.0, "dask+threads": 12.0, "dask+threads+torch": 14.0,
-           "torch+dask": 20.0, "cuml": 10.0, "spark": 90.0, "tf": 20.0, "tf_serial": 25.0,
-           "tf_multiworker": 50.0, "tf_mirrored": 25.0}
-#: the cores the tables were measured on
+#: the guesses of a method / workload that declares none (Method.startup_guess_s,
+#: Workload.tiny_epoch_guess_s): used, and named on the case's line, never silently
+FALLBACK_STARTUP_S = 8.0
+FALLBACK_TINY_EPOCH_S = 5.0
+#: the cores the declared guesses were measured on
 TABLE_CORES = 2
+
+
+def _declared(config: RunConfig) -> tuple[float | None, float | None]:
+    """(the method's start-up guess, the workload's tiny epoch guess), None where undeclared."""
+    method = methods.get(config.method) if config.method in methods else None
+    workload = workloads.get(config.workload) if config.workload in workloads else None
+    return (getattr(method, "startup_guess_s", None),
+            getattr(workload, "tiny_epoch_guess_s", None))
 
 
 def guess_s(config: RunConfig) -> float:
     """A case's guessed wall time in seconds, start-up included (see the module docstring)."""
     if config.profile != "tiny":
         return GUESS_S.get(config.profile, 120.0) * max(config.epochs, 1) / 3
+    start, epoch_s = _declared(config)
     cores = min(TABLE_CORES, config.workers * config.threads)
-    epoch = TINY_EPOCH_S.get(config.workload, 5.0) * TABLE_CORES / max(cores, 1)
-    return START_S.get(config.method, 8.0) + config.epochs * epoch
+    epoch = (FALLBACK_TINY_EPOCH_S if epoch_s is None else epoch_s) * TABLE_CORES / max(cores, 1)
+    return (FALLBACK_STARTUP_S if start is None else start) + config.epochs * epoch
 
 
-def _key(workload: str, method: str, device: str, workers: int, profile: str,
-         epochs: int) -> tuple:
-    return (workload, method, device, workers, profile, epochs)
+def undeclared(config: RunConfig) -> str | None:
+    """Which fallback :func:`guess_s` used for ``config`` (None: every guess was declared)."""
+    if config.profile != "tiny":
+        return None
+    start, epoch_s = _declared(config)
+    missing = [f"{config.method} declares no startup_guess_s: {FALLBACK_STARTUP_S:g} s assumed"
+               ] if start is None else []
+    if epoch_s is None:
+        missing.append(f"{config.workload} declares no tiny_epoch_guess_s: "
+                       f"{FALLBACK_TINY_EPOCH_S:g} s assumed")
+    return "; ".join(missing) or None
 
 
 def _clock(seconds: float) -> str:
@@ -75,8 +89,7 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     history: dict[tuple, list[float]] = defaultdict(list)
     for r in previous:
         if r.status == "ok" and r.wall_s:
-            history[_key(r.workload, r.method, r.device, r.workers, r.profile,
-                         r.epochs)].append(r.wall_s)
+            history[CaseId.recorded(r).history].append(r.wall_s)
     done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
     lines, total, guessed, runs = [], 0.0, 0, 0
     for case in cases:
@@ -87,13 +100,13 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
         if c.key() in done:
             lines.append(f"  done  {c.label()} (recorded ok; --resume keeps it)")
             continue
-        past = history.get(_key(c.workload, c.method, c.device, c.workers, c.profile,
-                                c.epochs))
+        past = history.get(c.key().history)
         if past:
             est, how = statistics.median(past), f"~{_clock(statistics.median(past))}"
         else:
-            est = guess_s(c)
+            est, fallback = guess_s(c), undeclared(c)
             how, guessed = f"~{_clock(est)}?", guessed + 1
+            how += f" ({fallback})" if fallback else ""
         total += est
         runs += 1
         lines.append(f"  run   {c.label()}  {how}")

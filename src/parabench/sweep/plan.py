@@ -35,9 +35,9 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   nothing here is planned on its cheapest supported workload anyway, so it is a skipped row
   with its reason (no GPU, engine not installed), as in the full sweep.
 * every workload under its baseline and one data-parallel method, the first of
-  :data:`DATA_PARALLEL` that trains it (ddp for torch workloads, the threads forest for
-  estimators; TensorFlow's data-parallel method covers itself on mlp, the cheapest workload
-  with a Keras model).
+  :func:`data_parallel_methods` (by their declared ``coverage_rank``) that trains it (ddp
+  for torch workloads, the threads forest for estimators; TensorFlow's data-parallel method
+  covers itself on mlp, the cheapest workload with a Keras model).
 * the baseline of every runnable case (serial, tf_serial for the TensorFlow methods) at the
   grid's threads, so every row has its parity and its speedup at equal cores. The extra
   ratio baseline (serial at 1 thread, for 2 x 1's scaling efficiency) only where it is cheap
@@ -65,9 +65,15 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from parabench import hardware
-from parabench.analysis.ratios import BASELINE_METHOD, baseline_of, baseline_threads, is_baseline
 from parabench.case.target import resolve_target
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
+from parabench.identity import (
+    BASELINE_METHOD,
+    CaseId,
+    baseline_of,
+    baseline_threads,
+    is_baseline,
+)
 from parabench.registry import methods, workloads
 
 
@@ -200,12 +206,18 @@ def plan(grid: Grid) -> list[Case]:
 
 #: worker count of the coverage grid's multi-worker cases: the smallest that parallelises
 COVERAGE_WORKERS = 2
-#: per workload, the first of these that trains it is its data-parallel method in the coverage
-DATA_PARALLEL = ("ddp", "threads", "tf_multiworker")
 #: the coverage grid's extra ratio baselines (serial at another thread count) are planned only
 #: when guessed to take at most this long: at tiny, mlp, cnn, nbow, vgg11 and random_forest
 #: (6-10 s); not conv_autoencoder, seq2seq (15-21 s), densenet121 (13 s) or tf_serial (26 s)
 COVERAGE_EXTRA_MAX_S = 10.0
+
+
+def data_parallel_methods() -> list[str]:
+    """The methods that may stand for data parallelism on a workload in the coverage grid,
+    in the order they are tried: those declaring a ``coverage_rank`` on their own class."""
+    ranked = [(rank, m.name) for m in methods
+              if (rank := vars(type(m)).get("coverage_rank")) is not None]
+    return [name for _, name in sorted(ranked)]
 
 
 def coverage(grid: Grid) -> list[Case]:
@@ -238,8 +250,8 @@ def _coverage_slot(grid: Grid, judged: Any) -> list[Case]:
         picked.setdefault((workload, method.name), [judged(workload, method.name, w)
                                                     for w in counts])
     for workload in workloads.names():
-        dp = next((m for m in DATA_PARALLEL if m in methods.names()
-                   and methods.get(m).supports(workloads.get(workload))), None)
+        dp = next((m for m in data_parallel_methods()
+                   if methods.get(m).supports(workloads.get(workload))), None)
         for name in [m for m in [dp] if m]:
             picked.setdefault((workload, name), [judged(workload, name, w)
                                                  for w in _coverage_workers(grid, name)])
@@ -282,12 +294,6 @@ def _cheapest_workload(grid: Grid, method: str, workers: int, judged: Any) -> st
     return (runnable or supported or names)[0]
 
 
-def _baseline_slot(config: RunConfig, method: str) -> tuple:
-    """What a baseline run shares with the cases it is the baseline of."""
-    return (config.workload, method, config.device, config.batch_size,
-            tuple(sorted(config.options.items(), key=str)), config.repeat)
-
-
 def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
                           max_s: float | None = None) -> list[Case]:
     """``cases`` plus, before each planned baseline run, the same baseline at every other
@@ -300,7 +306,7 @@ def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
         c = case.config
         if case.skip_reason is None and not is_baseline(c.method):
             base = baseline_of(c.method)
-            needed.setdefault(_baseline_slot(c, base), set()).update(
+            needed.setdefault(CaseId.of(c).baseline_slot(base), set()).update(
                 baseline_threads(c.workload, base, t) for t in (c.workers * c.threads, c.threads))
     out: list[Case] = []
     for case in cases:
@@ -310,7 +316,8 @@ def _with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
             c = c.replace(threads_per_worker=own)  # what it records: one run, not two
             case = Case(config=c, skip_reason=case.skip_reason)
         if is_baseline(c.method):
-            for threads in sorted(needed.get(_baseline_slot(c, c.method), set()) - {c.threads}):
+            slot = CaseId.of(c).baseline_slot(c.method)
+            for threads in sorted(needed.get(slot, set()) - {c.threads}):
                 extra = c.replace(threads_per_worker=threads)
                 if max_s is not None and guess_s(extra) > max_s:
                     continue

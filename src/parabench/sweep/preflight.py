@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from parabench.config import OPTIONS, ConfigError
-from parabench.registry import methods, workloads
+from parabench.config import ConfigError
+from parabench.registry import methods, option_specs, workloads
 
 if TYPE_CHECKING:
     from parabench.sweep.plan import Case, Grid
@@ -84,7 +84,7 @@ def check_options(grid: Grid) -> None:
     readers = {*(o for n in m_names for o in methods.get(n).options),
                *(o for n in w_names for o in workloads.get(n).options)}
     for name in grid.options:
-        if name in readers or name not in OPTIONS:
+        if name in readers or name not in option_specs():
             continue  # unknown names are RunConfig's error, which lists the valid ones
         flag = "--" + name.replace("_", "-")
         used_by = ", ".join(readers_of(name)) or "nothing registered"

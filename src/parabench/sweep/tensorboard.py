@@ -28,6 +28,7 @@ from typing import Any
 
 from parabench.analysis.figures import peak_memory
 from parabench.case.result import Result
+from parabench.identity import labelled_options
 
 
 def _modules() -> tuple[Any, Any, Any]:
@@ -42,8 +43,7 @@ def _modules() -> tuple[Any, Any, Any]:
 
 
 def run_name(r: Result) -> str:
-    opts = "".join(f"-{k}={v}" for k, v in sorted((r.config or {}).get("options", {}).items())
-                   if k != "data_dir")
+    opts = "".join(f"-{k}={v}" for k, v in labelled_options((r.config or {}).get("options", {})))
     bs = "default" if r.batch_size is None else r.batch_size
     name = f"{r.method}-{r.device}-w{r.workers}-bs{bs}{opts}-r{r.repeat}"
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name)

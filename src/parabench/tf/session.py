@@ -24,10 +24,11 @@ import socket
 from typing import Any, ClassVar
 
 from parabench.config import RunConfig
-from parabench.method import TORCH_OPTIONS, Session
+from parabench.method import Session
 from parabench.tf.models import missing_model
 from parabench.tf.program import TFProgram
 from parabench.torch.data_parallel import DataParallelMethod
+from parabench.torch.options import TORCH_OPTIONS
 from parabench.torch.session import DistributedTorchSession
 from parabench.workload import Workload
 
@@ -109,6 +110,9 @@ class TFMethod(DataParallelMethod):
 
     requires: ClassVar[frozenset[str]] = frozenset({"tf"})
     baseline_method: ClassVar[str] = "tf_serial"
+    #: the family's start-up guess (TF import, servers, tracing: tf_serial and tf_mirrored);
+    #: tf_multiworker, a process per worker, declares its own
+    startup_guess_s: ClassVar[float | None] = 25.0
     session_class: ClassVar[type[Session]]
 
     def supports(self, workload: Workload) -> bool:

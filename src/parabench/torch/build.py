@@ -48,7 +48,7 @@ def torch_device(config: RunConfig, rank: int = 0) -> torch.device:
 
 def uses_loader(config: RunConfig) -> bool:
     """True when batches come from a DataLoader (``num_workers`` > 0 or ``pin_memory``)."""
-    return bool(config.option("num_workers", 0)) or bool(config.option("pin_memory", False))
+    return bool(config.option("num_workers")) or bool(config.option("pin_memory"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,9 +90,9 @@ def make_loop(
         batch_size=batch_size,
         device=device,
         seed=config.seed,
-        precision=config.option("precision", "fp32"),
-        num_workers=config.option("num_workers", 0),
-        pin_memory=config.option("pin_memory", False),
+        precision=config.option("precision"),
+        num_workers=config.option("num_workers"),
+        pin_memory=config.option("pin_memory"),
         clock=clock,
     )
 

@@ -38,15 +38,16 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench import hardware
 from parabench.case.launcher import active_launcher
 from parabench.case.rank import RankContext
 from parabench.case.records import Grading
-from parabench.config import RunConfig
-from parabench.method import TORCH_OPTIONS, EpochStats, Method, Session
+from parabench.config import OptionSpec, RunConfig
+from parabench.method import EpochStats, Method, Session
+from parabench.torch.options import TORCH_OPTIONS
 from parabench.workload import TorchWorkload, Workload
 
 if TYPE_CHECKING:
@@ -339,7 +340,7 @@ class DataParallelMethod(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "exact"
-    options: ClassVar[frozenset[str]] = frozenset(TORCH_OPTIONS)
+    options: ClassVar[Mapping[str, OptionSpec]] = TORCH_OPTIONS
     session_class: ClassVar[type[Session]]
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:

@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from parabench.case.rank import RankContext
-from parabench.config import RunConfig
+from parabench.config import OptionSpec, RunConfig
 from parabench.method import EpochStats
 from parabench.workload import TorchWorkload
 
@@ -73,6 +73,12 @@ if TYPE_CHECKING:
     import torch
 
 SPLITS = ("iid", "noniid")
+#: the options this program reads, declared by ``fedavg`` (parabench.methods.fedavg)
+FEDAVG_OPTIONS: dict[str, OptionSpec] = {
+    "clients": OptionSpec(int, "federated clients (default: workers)", minimum=1),
+    "local_epochs": OptionSpec(int, "federated local epochs per round", minimum=1, default=1),
+    "split": OptionSpec(str, "federated data split", choices=SPLITS, default="iid"),
+}
 #: Dirichlet concentration of the non-IID split: 0.5 is the usual "strongly skewed but every
 #: class somewhere" setting (Hsu et al. 2019; NIID-Bench); smaller is more skewed
 DIRICHLET_ALPHA = 0.5
@@ -152,8 +158,8 @@ class FedAvgProgram:
         self.workload: TorchWorkload = workloads.get(workload)
         self.device = ctx.torch_device()
         self.clients_total = k = cfg.option("clients") or ctx.world_size
-        self.local_epochs = cfg.option("local_epochs", 1)
-        self.split = cfg.option("split", "iid")
+        self.local_epochs = cfg.option("local_epochs")
+        self.split = cfg.option("split")
         if k < ctx.world_size or k % ctx.world_size:
             raise ValueError(f"{k} clients cannot be spread evenly over {ctx.world_size} ranks")
         # every client's batch B; ``auto``: what fits on every rank (the smallest wins)

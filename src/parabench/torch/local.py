@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from parabench.case.clock import Clock
     from parabench.torch.build import TorchCase, TorchData
 
-DEFAULT_STAGES = 2
-
-
 class LocalTorchSession(Session):
     """A torch case built and trained in this process."""
 
@@ -122,7 +119,7 @@ class SerialTorchSession(LocalTorchSession):
 
 
 def stage_devices(config: RunConfig) -> list[str]:
-    stages = config.option("stages", DEFAULT_STAGES)
+    stages = config.option("stages")
     if config.device == "cuda":
         return [f"cuda:{i}" for i in range(stages)]
     return ["cpu"] * stages

@@ -147,7 +147,7 @@ class PipelineProgram:
 
         from parabench.torch.loop import PRECISIONS
 
-        dtype = PRECISIONS[self.config.option("precision", "fp32")]
+        dtype = PRECISIONS[self.config.option("precision")]
         if dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=dtype)

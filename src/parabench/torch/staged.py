@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import statistics
 from abc import abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from parabench import hardware
 from parabench.case.records import Grading
-from parabench.config import RunConfig
+from parabench.config import OptionSpec, RunConfig
 from parabench.method import EpochStats, Method, Session
+from parabench.torch.options import STAGES, TORCH_OPTIONS
 from parabench.torch.pipeline import PipelineProgram
 from parabench.torch.session import DistributedTorchSession, fold_epochs
 from parabench.workload import TorchWorkload, Workload
@@ -82,9 +84,14 @@ class StagedMethod(Method):
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "exact"
     # micro-batches are sliced from tensors: no DataLoader knobs (num_workers, pin_memory)
-    options: ClassVar[frozenset[str]] = frozenset(
-        {"precision", "stages", "microbatches", "schedule"}
-    )
+    options: ClassVar[Mapping[str, OptionSpec]] = {
+        "precision": TORCH_OPTIONS["precision"],
+        "stages": STAGES.with_default(None),  # pipeline: one per worker; hybrid declares 2
+        "microbatches": OptionSpec(int, "pipeline micro-batches per batch", minimum=1,
+                                   default=4),
+        "schedule": OptionSpec(str, "pipeline schedule", choices=("gpipe", "1f1b"),
+                               default="gpipe"),
+    }
 
     @abstractmethod
     def stages_for(self, config: RunConfig) -> int | str:
@@ -106,7 +113,7 @@ class StagedMethod(Method):
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         from parabench.torch.data_parallel import global_batch
-        from parabench.torch.stages import DEFAULT_MICROBATCHES, sequential_reason
+        from parabench.torch.stages import sequential_reason
 
         if (reason := super().check(workload, config)) is not None:
             return reason
@@ -121,7 +128,7 @@ class StagedMethod(Method):
         if (reason := sequential_reason(workload, stages)) is not None:
             return reason
         replicas = config.workers // stages
-        micro = config.option("microbatches", DEFAULT_MICROBATCHES)
+        micro = config.option("microbatches")
         total = int(global_batch(workload, config))
         if total % (replicas * micro):
             return (f"global batch {total} does not split into {replicas} replica(s) x "
@@ -139,7 +146,7 @@ class StagedMethod(Method):
 def _unsupported(config: RunConfig) -> str | None:
     if config.batch_size == "auto":
         return "--batch-size auto is not supported (stages would have to agree on a probe)"
-    if config.option("num_workers", 0) or config.option("pin_memory", False):
+    if config.option("num_workers") or config.option("pin_memory"):
         return "DataLoader knobs are not supported (micro-batches are sliced from tensors)"
     if config.option("precision") == "fp16":
         return "fp16 needs a gradient scaler across stages; use --precision bf16"

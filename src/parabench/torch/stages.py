@@ -166,10 +166,6 @@ def cut(workload: TorchWorkload, model: torch.nn.Module, x_probe: torch.Tensor,
                      balance=balance)
 
 
-DEFAULT_MICROBATCHES = 4
-DEFAULT_SCHEDULE = "gpipe"
-
-
 @dataclass(frozen=True, kw_only=True)
 class Layout:
     """Stages x replicas, and the micro-batching every replica uses."""
@@ -182,8 +178,8 @@ class Layout:
     @classmethod
     def of(cls, config: RunConfig, stages: int) -> Layout:
         return cls(stages=stages, replicas=max(1, config.workers // stages),
-                   microbatches=config.option("microbatches", DEFAULT_MICROBATCHES),
-                   schedule=config.option("schedule", DEFAULT_SCHEDULE))
+                   microbatches=config.option("microbatches"),
+                   schedule=config.option("schedule"))
 
     def position(self, rank: int) -> tuple[int, int]:
         """(stage, replica) of a global rank."""

@@ -15,10 +15,12 @@ from the quick profile on; chance is 10 %. Real MNIST is used whole at every pro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from parabench.config import OptionSpec
 from parabench.registry import workloads
-from parabench.workload import Dataset, TorchWorkload
+from parabench.workload import DATA_DIR, Dataset, TorchWorkload
 from parabench.workloads.synthetic import (
     check_images,
     class_images,
@@ -59,9 +61,11 @@ class CNN(TorchWorkload):
     #: measured for the fedavg parity tests; sets the statistical parity margin
     seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.019, "quick": 0.0058}
     name: ClassVar[str] = "cnn"
+    tiny_epoch_guess_s: ClassVar[float | None] = 2.0
+    smoke_rank: ClassVar[int | None] = 2
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.943
-    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
     description: ClassVar[str] = "2-conv + 2-fc ConvNet on 1x28x28 digits (MNIST or synthetic)"
     lr: ClassVar[float] = 0.02
 

@@ -16,10 +16,12 @@ is better); a useful reference is the error of the untrained model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from parabench.config import OptionSpec
 from parabench.registry import workloads
-from parabench.workload import Dataset, Quality, TorchWorkload
+from parabench.workload import DATA_DIR, Dataset, Quality, TorchWorkload
 from parabench.workloads.cnn import SIZES, load_digits
 from parabench.workloads.synthetic import check_images, image_tensors, image_train_size
 
@@ -35,9 +37,11 @@ CODE = 64
 @workloads.register
 class ConvAutoencoder(TorchWorkload):
     name: ClassVar[str] = "conv_autoencoder"
+    tiny_epoch_guess_s: ClassVar[float | None] = 8.0
+    smoke_rank: ClassVar[int | None] = 4
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.013
-    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
     description: ClassVar[str] = "conv encoder/decoder reconstructing 1x28x28 images (MSE)"
     quality: ClassVar[Quality] = Quality(name="reconstruction_mse", higher_is_better=False)
     lr: ClassVar[float] = 3e-3

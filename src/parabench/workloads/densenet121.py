@@ -44,6 +44,8 @@ class DenseNet121(ImageClassifierWorkload):
     name: ClassVar[str] = "densenet121"
     #: BatchNorm layers: a split batch is graded statistical (split_batch_grading)
     batchnorm: ClassVar[bool] = True
+    tiny_epoch_guess_s: ClassVar[float | None] = 4.0
+    smoke_rank: ClassVar[int | None] = 7
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.974
     sizes: ClassVar[dict[str, tuple[int, int, float, float]]] = SIZES

@@ -17,9 +17,11 @@ Data is 3-channel, 10-class: seeded synthetic class images per profile, or an im
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from parabench.workload import Dataset, TorchWorkload
+from parabench.config import OptionSpec
+from parabench.workload import DATA_DIR, Dataset, TorchWorkload
 from parabench.workloads.synthetic import class_images, image_tensors, image_train_size
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ class ImageClassifierWorkload(TorchWorkload):
 
     #: profile -> (synthetic samples, image side, pixel noise, class separation)
     sizes: ClassVar[dict[str, tuple[int, int, float, float]]]
-    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
     lr: ClassVar[float] = 0.02
     #: profile -> the model's width divisor (channels / divisor); 1 where unlisted. tiny is

@@ -29,6 +29,8 @@ class MLP(TorchWorkload):
     #: measured for the fedavg parity tests; sets the statistical parity margin
     seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.018, "quick": 0.014}
     name: ClassVar[str] = "mlp"
+    tiny_epoch_guess_s: ClassVar[float | None] = 0.5
+    smoke_rank: ClassVar[int | None] = 0
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.78
     description: ClassVar[str] = "PyTorch MLP classifier, synthetic tabular data"

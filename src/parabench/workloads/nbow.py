@@ -13,10 +13,12 @@ Synthetic data: every class mixes its own topic words into a shared Zipf backgro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from parabench.config import OptionSpec
 from parabench.registry import workloads
-from parabench.workload import Dataset, TorchWorkload
+from parabench.workload import DATA_DIR, Dataset, TorchWorkload
 from parabench.workloads.synthetic import class_texts
 
 if TYPE_CHECKING:
@@ -41,9 +43,11 @@ def vocab_size(data: Dataset) -> int:
 @workloads.register
 class NBoW(TorchWorkload):
     name: ClassVar[str] = "nbow"
+    tiny_epoch_guess_s: ClassVar[float | None] = 1.0
+    smoke_rank: ClassVar[int | None] = 3
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.96
-    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
     description: ClassVar[str] = "EmbeddingBag + linear text classifier over padded token ids"
     lr: ClassVar[float] = 0.5
 

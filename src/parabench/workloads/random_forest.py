@@ -23,6 +23,8 @@ SIZES: dict[str, tuple[int, int, int, int]] = {
 @workloads.register
 class RandomForest(EstimatorWorkload):
     name: ClassVar[str] = "random_forest"
+    tiny_epoch_guess_s: ClassVar[float | None] = 0.5
+    smoke_rank: ClassVar[int | None] = 1
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.834
     description: ClassVar[str] = "sklearn RandomForestClassifier, synthetic tabular data"

@@ -22,11 +22,12 @@ The model takes two inputs in one tensor and has no sequential form: ``sequentia
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.config import ConfigError
+from parabench.config import ConfigError, OptionSpec
 from parabench.registry import workloads
-from parabench.workload import Dataset, Quality, TorchWorkload
+from parabench.workload import DATA_DIR, Dataset, Quality, TorchWorkload
 from parabench.workloads.nbow import vocab_size
 from parabench.workloads.synthetic import PAD, reversal_pairs
 
@@ -101,9 +102,11 @@ def _widths(src_len: int) -> tuple[int, int]:
 @workloads.register
 class Seq2Seq(TorchWorkload):
     name: ClassVar[str] = "seq2seq"
+    tiny_epoch_guess_s: ClassVar[float | None] = 5.0
+    smoke_rank: ClassVar[int | None] = 5
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.93
-    options: ClassVar[frozenset[str]] = frozenset({"data_dir"})  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
     description: ClassVar[str] = "GRU encoder-decoder, teacher forcing, token sequences"
     quality: ClassVar[Quality] = Quality(name="token_accuracy", higher_is_better=True)
     lr: ClassVar[float] = 3e-3

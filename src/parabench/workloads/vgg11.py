@@ -55,6 +55,8 @@ class VGG11(ImageClassifierWorkload):
     name: ClassVar[str] = "vgg11"
     #: BatchNorm layers: a split batch is graded statistical (split_batch_grading)
     batchnorm: ClassVar[bool] = True
+    tiny_epoch_guess_s: ClassVar[float | None] = 2.5
+    smoke_rank: ClassVar[int | None] = 6
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.859
     sizes: ClassVar[dict[str, tuple[int, int, float, float]]] = SIZES

@@ -1,0 +1,193 @@
+"""A case's identity, defined once, and the views of it each part of parabench compares by.
+
+Usage::
+
+    cid = CaseId.of(config)             # a planned case; RunConfig.key() (--resume) is this
+    cid = CaseId.recorded(result)       # a result: the threads and batch it really ran with
+    cid.group                           # CaseKey: what repeats share (a table row, a ratio)
+    cid.work                            # group + epochs + seed: what `parabench compare` pairs
+    cid.history                         # what the dry run takes earlier wall times from
+    cid.parity_slot                     # what parity's baseline result must share
+    cid.baseline_slot("serial")         # what the planner's extra baseline runs share
+    key = CaseKey.bench("mlp", "ddp", "cpu", 2, "tiny", threads=1)   # pytest-benchmark, asv
+    key.baseline_at(2)                  # the baseline run a ratio wants (serial, 1 worker)
+    key.same_work(other)                # may a speed ratio compare the two runs?
+
+A case is a workload trained by a method on a device by ``workers`` processes of ``threads``
+threads, at a batch size, profile, epochs, seed and repeat, with options and (time-to-target
+mode) a target quality: :class:`CaseId`. Every other key is a projection of it, named for its
+reader; none is spelled out anywhere else. Which options a baseline shares is not listed
+here either: it derives from the options' declarations (:class:`parabench.config.OptionSpec`
+``changes_math`` / ``equal_work``, declared by the methods and workloads that read them).
+
+The baseline rule lives here too: a method's baseline is its ``baseline_method`` (``serial``;
+``tf_serial`` for TensorFlow's methods), a method is a baseline when it is its own, and
+serial fits a scikit-learn estimator on one thread whatever it is given
+(:func:`baseline_threads`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from parabench.registry import methods, option_specs, workloads
+
+if TYPE_CHECKING:
+    from parabench.case.result import Result
+    from parabench.config import RunConfig
+
+BASELINE_METHOD = "serial"
+
+
+def baseline_of(method: str) -> str:
+    """The method ``method`` is compared with: its ``baseline_method``, else serial."""
+    if method in methods:
+        return getattr(methods.get(method), "baseline_method", BASELINE_METHOD)
+    return BASELINE_METHOD
+
+
+def is_baseline(method: str) -> bool:
+    """Whether ``method`` is a baseline others are compared with (it is its own baseline)."""
+    return baseline_of(method) == method
+
+
+def baseline_threads(workload: str, baseline: str, threads: int) -> int:
+    """The threads ``baseline`` runs ``workload`` with when given ``threads``: serial fits a
+    scikit-learn estimator with ``n_jobs=1`` whatever it is given, so its one-thread run is
+    also the serial "with the same total cores" (a second run at 2 threads would repeat it)."""
+    from parabench.workload import EstimatorWorkload  # the workload base imports config: late
+
+    if baseline == BASELINE_METHOD and workload in workloads and isinstance(
+            workloads.get(workload), EstimatorWorkload):
+        return 1
+    return threads
+
+
+def labelled_options(options: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The options a label shows, by name: all but those declared ``in_label=False`` (a
+    path); an option no registered owner declares (an older result's) is shown."""
+    specs = option_specs()
+    return [(k, v) for k, v in sorted(options.items()) if k not in specs or specs[k].in_label]
+
+
+def options_label(options: Mapping[str, Any]) -> str:
+    """``"name=value ..."`` of :func:`labelled_options`, or ``"-"``: a group's options."""
+    return " ".join(f"{k}={v}" for k, v in labelled_options(options)) or "-"
+
+
+def math_options() -> tuple[str, ...]:
+    """Options that change what is computed: parity's baseline must share them."""
+    return tuple(n for n, spec in option_specs().items() if spec.changes_math)
+
+
+def shared_options(label: str) -> str:
+    """The part of an options label a speed ratio's baseline must share: the options that
+    change the mathematics or the work timed (``changes_math`` / ``equal_work``)."""
+    specs = option_specs()
+    shared = {n for n, s in specs.items() if s.changes_math or s.equal_work}
+    return " ".join(o for o in label.split() if o.split("=")[0] in shared)
+
+
+class CaseKey(NamedTuple):
+    """What identifies a configuration (its repeats share it); a plain tuple underneath.
+
+    :attr:`CaseId.group` makes it; its fields are strings where a result's table shows them.
+    """
+
+    workload: str
+    method: str
+    device: str
+    workers: int
+    batch: str          # "-": the workload's default for the profile
+    profile: str
+    options: str        # "name=value ..." or "-"
+    threads: int        # threads per worker
+
+    @classmethod
+    def bench(cls, workload: str, method: str, device: str, workers: int, profile: str,
+              threads: int) -> CaseKey:
+        """A benchmark case's key: the default batch, no options (pytest-benchmark, asv)."""
+        return cls(workload, method, device, workers, "-", profile, "-", threads)
+
+    def baseline_at(self, threads: int) -> CaseKey:
+        """The baseline run this case's ratio wants: its baseline method, one worker of
+        ``threads`` threads, the rest (workload, device, batch, profile, options) its own."""
+        return self._replace(method=baseline_of(self.method), workers=1, threads=threads)
+
+    def same_work(self, other: CaseKey) -> bool:
+        """Whether a speed ratio may compare the two runs: equal keys but for the options
+        that change neither the mathematics nor the work timed (the cheap fields first)."""
+        return (self._replace(options="") == other._replace(options="")
+                and shared_options(self.options) == shared_options(other.options))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseId:
+    """The identity of one case (hashable): equal ids are the same case."""
+
+    workload: str
+    method: str
+    device: str
+    workers: int
+    threads: int
+    batch: int | str | None
+    profile: str
+    epochs: int
+    seed: int
+    repeat: int
+    options: tuple[tuple[str, Any], ...] = ()
+    target_quality: float | None = None
+
+    @classmethod
+    def of(cls, config: RunConfig) -> CaseId:
+        """A planned case: the batch it asks for (None: the default), its thread share."""
+        return cls(workload=config.workload, method=config.method, device=config.device,
+                   workers=config.workers, threads=config.threads, batch=config.batch_size,
+                   profile=config.profile, epochs=config.epochs, seed=config.seed,
+                   repeat=config.repeat, options=tuple(sorted(config.options.items())),
+                   target_quality=config.target_quality)
+
+    @classmethod
+    def recorded(cls, r: Result) -> CaseId:
+        """A result's case as it ran: its recorded threads per worker and batch size."""
+        config = r.config or {}
+        return cls(workload=r.workload, method=r.method, device=r.device, workers=r.workers,
+                   threads=r.threads_per_worker, batch=r.batch_size, profile=r.profile,
+                   epochs=r.epochs, seed=r.seed, repeat=r.repeat,
+                   options=tuple(sorted((config.get("options") or {}).items())),
+                   target_quality=config.get("target_quality"))
+
+    @property
+    def group(self) -> CaseKey:
+        """What repeats (and seeds, epochs, targets) share: one row of the table."""
+        batch = "-" if self.batch is None else str(self.batch)
+        return CaseKey(self.workload, self.method, self.device, self.workers, batch,
+                       self.profile, options_label(dict(self.options)), self.threads)
+
+    @property
+    def work(self) -> tuple[Any, ...]:
+        """The group at its epochs and seed: the same work, paired by ``parabench compare``."""
+        return (*self.group, self.epochs, self.seed)
+
+    @property
+    def history(self) -> tuple[Any, ...]:
+        """What the dry run's earlier wall times are looked up by (any threads, batch, options)."""
+        return (self.workload, self.method, self.device, self.workers, self.profile,
+                self.epochs)
+
+    @property
+    def parity_slot(self) -> tuple[Any, ...]:
+        """What parity's baseline result shares with this one (method and device aside): the
+        same training, workers and threads aside, and the options that change the math."""
+        options = dict(self.options)
+        return (self.workload, self.profile, self.seed, self.epochs, str(self.batch),
+                tuple((k, options.get(k)) for k in math_options()))
+
+    def baseline_slot(self, method: str) -> tuple[Any, ...]:
+        """What the planner's runs of baseline ``method`` share with the cases they serve
+        (workers and threads aside): one planned baseline run per option set and repeat."""
+        return (self.workload, method, self.device, self.batch,
+                tuple(sorted(self.options, key=str)), self.repeat)
+
