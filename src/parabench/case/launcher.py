@@ -5,7 +5,8 @@
 Usage::
 
     execute(config, launcher=POOL)               # what `parabench run` does
-    lifecycle = CaseLifecycle(config, workload, method, launcher=TorchrunLauncher())
+    lifecycle = CaseLifecycle(config=config, workload=workload, method=method,
+                              launcher=TorchrunLauncher())   # what torchrun's ranks do
     session.launcher.group(Program, args, config)   # a started-later pool, or torchrun's group
     active_launcher().local_ranks(config.workers)   # inside Method.check: ranks on this node
 
