@@ -235,7 +235,7 @@ class TreeSampler:
 
     def _tree(self) -> list[psutil.Process]:
         """The tree, listed again every ``relist_s``: listing reads every process's
-        ``/proc/PID/stat`` (3 ms of CPU here with 100 processes), reading a known one's
+        ``/proc/PID/stat`` (milliseconds of CPU for 100 processes), reading a known one's
         memory a few microseconds, and the runner shares the cores with the case it measures.
         """
         if now() >= self._next_list:

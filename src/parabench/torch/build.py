@@ -154,7 +154,7 @@ def cached_flops_per_sample(
 ) -> float | None:
     """:func:`flops_per_sample` through :mod:`parabench.cache`: the count depends on the
     architecture, the per-sample shapes and the code, never on weights or data, and its first
-    use imports TorchDynamo (1.8 s of every torch case's start-up here)."""
+    use imports TorchDynamo (seconds of every torch case's start-up: docs/measurements.md)."""
     key = {"model": repr(model), "loss": _describe(loss_fn), "probe": min(probe, len(x)),
            "x": [list(x.shape[1:]), str(x.dtype)], "y": [list(y.shape[1:]), str(y.dtype)],
            "device": next(model.parameters()).device.type, "torch": torch.__version__}
