@@ -3,7 +3,7 @@
 Usage::
 
     arrays = cached_arrays("tabular", {"n_samples": 1000, "seed": 0}, make, sources=[__file__])
-    flops = cached_json("flops", {"model": repr(model)}, count, sources=[model_file, ...])
+    flops = cached_json("flops", {"model": repr(model)}, count, sources=[model_file])
 
 Every case runs in a fresh process, and before this cache each paid, inside its timed start-up,
 for work whose answer never changes between runs: importing scikit-learn to draw the same
