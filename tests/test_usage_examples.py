@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from parabench.registry import methods, workloads
+
 pytestmark = pytest.mark.cpu
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -34,10 +36,10 @@ CONSOLE = ("parabench ", "pip ", "torchrun ", "tensorboard ", "python ", "pytest
 
 
 def usage_block(doc: str) -> str | None:
-    """The indented block after ``Usage::`` in a docstring, dedented; None without one."""
+    """The indented block after ``Usage::`` (or ``Usage (where)::``), dedented; None without."""
     lines = doc.splitlines()
     for i, line in enumerate(lines):
-        if line.strip() == "Usage::":
+        if line.startswith("Usage") and line.rstrip().endswith("::"):  # "Usage (in X)::"
             body = []
             for nxt in lines[i + 1:]:
                 if nxt.strip() and not nxt.startswith((" ", "\t")):
@@ -76,7 +78,7 @@ def split(block: str) -> tuple[list[str], str]:
         if commands and not python and text.startswith("["):  # a synopsis goes on
             commands[-1] += " " + text
             continue
-        if pending or text.startswith(CONSOLE):
+        if pending or text.startswith(CONSOLE) or re.match(r"[A-Z_]+=\S* ", text):
             if text.endswith("\\"):
                 pending = text[:-1] + " "
                 continue
@@ -99,7 +101,7 @@ NEEDS: dict[str, str] = {
 
 #: examples that import TensorFlow: run in a fresh interpreter, since TensorFlow and torch's
 #: TorchDynamo (which later examples import) crash when loaded into one process
-SUBPROCESS = {"parabench.forest.tf_kernel", "parabench.tf.models"}
+SUBPROCESS = {"parabench.forest.tf_kernel", "parabench.tf.models", "parabench.tf.program"}
 
 #: examples that start processes or train (marked slow)
 SLOW = {
@@ -107,6 +109,8 @@ SLOW = {
     "parabench.forest.tf_kernel", "parabench.tf.models", "parabench.case.execute",
     "parabench.case.isolate", "parabench.case.lifecycle", "parabench.case.pool",
     "parabench.method", "parabench.sweep.run", "parabench.torch.parallelize",
+    "parabench.engines", "parabench.tf.program", "parabench.torch.pipeline",
+    "parabench.torch.session", "parabench.torch.build", "parabench.forest.hybrid_worker",
 }
 
 _FOREST = """
@@ -151,9 +155,25 @@ SETUP: dict[str, str] = {
         "from parabench.case.lifecycle import CaseLifecycle\n"
         "import contextlib\n"
         "session = methods.get('serial').session(workloads.get('mlp'), config)\n"
-        "session.start()\n"
+        "session.start()\n__teardown__ = session.close\n"
         "epoch, samples_per_epoch = 0, 1024\n"),
     "parabench.case.launcher": _WORKLOADS,
+    "parabench.forest.hybrid": "workload = workloads.get('random_forest')\n"
+                               "config = config.__class__(workload='random_forest', "
+                               "method='threads+torch', profile='tiny', workers=2)",
+    "parabench.forest.hybrid_worker": _FOREST + (
+        "from parabench.forest.torch_kernel import TorchKernel\n"
+        "prepared = Prepared.from_data(x, y, params.n_bins)"),
+    "parabench.torch.fedavg": "import numpy as np\n"
+                              "labels = np.repeat(np.arange(4), 25); k, t = 1, 0",
+    "parabench.torch.stages": (
+        "import torch\nworkload = workloads.get('cnn'); data = workload.make_data('tiny', 0)\n"
+        "model = workload.build_model(data, 0)\n"
+        "x_probe = torch.as_tensor(data.x_train[:4]).float()\n"
+        "config = config.__class__(workload='cnn', method='pipeline', profile='tiny', "
+        "workers=2)"),
+    "parabench.torch.pipeline": "config = config.__class__(workload='mlp', method='pipeline', "
+                                "profile='tiny', workers=2, epochs=1)",
     "parabench.case.lifecycle": _WORKLOADS + (
         "from parabench.sweep.plan import bench_cases\n"
         "case = next(c for c in bench_cases() if c.id == 'mlp-serial-cpu-w1')"),
@@ -171,7 +191,7 @@ SETUP: dict[str, str] = {
                              "line = open('results.jsonl').readline()",
     "parabench.case.target": _WORKLOADS + (
         "session = methods.get('serial').session(workloads.get('mlp'), config)\n"
-        "session.start()\n"
+        "session.start()\n__teardown__ = session.close\n"
         "epoch_s, startup_s, max_epochs = [0.1], 1.0, 3"),
     "parabench.cli_types": "import argparse\np = argparse.ArgumentParser()",
     "parabench.engines": "config = config.__class__(workload='random_forest', method='dask', "
@@ -195,9 +215,7 @@ SETUP: dict[str, str] = {
         "rows = np.arange(len(y), dtype=np.int64); node = np.zeros(len(y), dtype=np.int64)\n"
         "feats = np.array([[0, 1]], dtype=np.int64); lo, hi = 0, 1\n"
         "out = np.zeros((1, 2, 8, int(y.max()) + 1), dtype=np.float64)"),
-    "parabench.forest.split": _FOREST + "profile, seed, n_trees = 'tiny', 0, 4\n"
-                              "workload.build_estimator = lambda p, s, n_jobs: "
-                              "sklearn_forest.set_params(n_jobs=n_jobs)",
+    "parabench.forest.split": _FOREST + "profile, seed, n_trees = 'tiny', 0, 20",
     "parabench.forest.threaded": _FOREST + (
         "from parabench.forest.torch_kernel import TorchKernel\n"
         "from concurrent.futures import ThreadPoolExecutor\n"
@@ -337,6 +355,10 @@ def _param(name: str, block: str) -> Any:
 def test_usage_example_runs(name: str, block: str, tmp_path: Path,
                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    for registry in (workloads, methods):  # an example may register a plugin: not for long
+        registry._load()
+        for attr in ("_factories", "_instances"):
+            monkeypatch.setattr(registry, attr, dict(getattr(registry, attr)))
     monkeypatch.setenv("HOME", str(tmp_path))  # "~/data" is the example's own
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     monkeypatch.syspath_prepend(str(tmp_path))  # modules an example writes (its rank programs)

@@ -9,7 +9,8 @@ Usage (inside a rank program; see :mod:`parabench.case.pool` for the pool side):
             self.device = ctx.torch_device()        # cuda:<local_rank> or cpu
         def train_epoch(self, epoch: int) -> dict:
             value, seconds = self.ctx.timed(self._work)   # barrier; t0; work; sync; t1; barrier
-            return {"seconds": seconds, ...}
+            return {"seconds": seconds}
+        def _work(self) -> None: ...
 
 ``timed`` is the one way an epoch is timed on a rank: all ranks leave the first barrier
 together, the device is synchronised before the second clock read, and the caller takes the
