@@ -83,3 +83,15 @@ def test_every_docs_page_is_linked_from_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert f"docs/{page.name}" in readme, f"README does not lead to docs/{page.name}"
+
+
+def test_every_module_docstring_starts_with_usage() -> None:
+    """A Usage block right after the summary (within its first lines), so a reader sees how
+    to use the module before how it works."""
+    late = []
+    for path, doc in module_docstrings().items():
+        lines = doc.splitlines()
+        at = next((i for i, line in enumerate(lines) if line.startswith("Usage")), None)
+        if at is None or at > 5:
+            late.append(path)
+    assert not late, f"module docstrings without a Usage block near the top: {late}"

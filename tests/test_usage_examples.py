@@ -39,7 +39,8 @@ def usage_block(doc: str) -> str | None:
     """The indented block after ``Usage::`` (or ``Usage (where)::``), dedented; None without."""
     lines = doc.splitlines()
     for i, line in enumerate(lines):
-        if line.startswith("Usage") and line.rstrip().endswith("::"):  # "Usage (in X)::"
+        if line.startswith("Usage"):  # "Usage::", or "Usage (where ...)::" over a few lines
+            i = next(j for j in range(i, len(lines)) if lines[j].rstrip().endswith("::"))
             body = []
             for nxt in lines[i + 1:]:
                 if nxt.strip() and not nxt.startswith((" ", "\t")):
@@ -108,7 +109,7 @@ SLOW = {
     "parabench.case.energy", "parabench.case.launcher", "parabench.case.target",
     "parabench.forest.tf_kernel", "parabench.tf.models", "parabench.case.execute",
     "parabench.case.isolate", "parabench.case.lifecycle", "parabench.case.pool",
-    "parabench.method", "parabench.sweep.run", "parabench.torch.parallelize",
+    "parabench.method", "parabench.sweep.run", "parabench.torch.parallelize", "parabench.case",
     "parabench.engines", "parabench.tf.program", "parabench.torch.pipeline",
     "parabench.torch.session", "parabench.torch.build", "parabench.forest.hybrid_worker",
 }
@@ -276,6 +277,9 @@ SETUP: dict[str, str] = {
         "from datafiles import write_cifar10, write_image_folder, write_mnist\n"
         "write_mnist(tmp / 'data', 40); write_cifar10(tmp / 'data', 20)\n"
         "write_image_folder(tmp / 'imagenette2-160', 2, 4, 32, split=True)"),
+    "parabench.workloads.datasets._torchvision": (
+        "from datafiles import write_mnist\n"
+        "write_mnist(tmp, 40); raw_dir = str(tmp / 'MNIST' / 'raw')"),
     "parabench.workloads.datasets.common": (
         "import numpy as np\nlabels = np.repeat(np.arange(4), 25); path = 'labels.txt'"),
     "parabench.workloads.datasets.text": (
