@@ -95,3 +95,28 @@ def test_every_module_docstring_starts_with_usage() -> None:
         if at is None or at > 5:
             late.append(path)
     assert not late, f"module docstrings without a Usage block near the top: {late}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_links_between_docs_resolve() -> None:
+    """Every relative link of README.md and docs/ names a file that exists, and a heading in it."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and linked.suffix == ".md":
+                headings = re.findall(r"^#+ (.*)$", linked.read_text(), re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
