@@ -94,6 +94,23 @@ def nested_dataclasses(hint: object) -> list[type]:
     return [cls for arg in typing.get_args(hint) for cls in nested_dataclasses(arg)]
 
 
+def _hints(cls: type) -> dict[str, object]:
+    """Each field's resolved type; one that cannot be resolved (a name imported only for type
+    checking) is left out, so its table is missing rather than the script failing."""
+    try:
+        return typing.get_type_hints(cls)
+    except NameError:
+        module = vars(sys.modules[cls.__module__])
+        hints = {}
+        for f in dataclasses.fields(cls):
+            try:
+                hints[f.name] = eval(f.type, module) if isinstance(f.type, str) else f.type  # noqa: S307
+            except NameError:
+                print(f"schema_doc: cannot resolve {cls.__name__}.{f.name}: {f.type}",
+                      file=sys.stderr)
+        return hints
+
+
 def _default(f: dataclasses.Field) -> str:
     if f.default is not dataclasses.MISSING:
         return f"`{f.default!r}`"
@@ -131,8 +148,9 @@ def generate(root: type | None = None) -> str:
         if cls in seen:
             continue
         seen.append(cls)
-        hints = typing.get_type_hints(cls)
-        todo.extend(n for f in dataclasses.fields(cls) for n in nested_dataclasses(hints[f.name]))
+        hints = _hints(cls)
+        todo.extend(n for f in dataclasses.fields(cls)
+                    for n in nested_dataclasses(hints.get(f.name)))
     return "\n\n".join(table(cls) for cls in seen)
 
 
