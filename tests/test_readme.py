@@ -27,10 +27,11 @@ def test_ci_runs_the_readme_test_block() -> None:
 
 
 def test_readme_run_options_exist_in_the_cli() -> None:
+    """The README's `parabench run` commands, and those of docs/ where its guide moved."""
     from parabench.cli import build_parser
 
-    readme = (ROOT / "README.md").read_text()
     run_help = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
-    for option in set(re.findall(r"parabench run[^\n]*", readme)):
-        for flag in re.findall(r"--[a-z-]+", option):
-            assert flag in run_help, f"README uses {flag}, which `parabench run` lacks"
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for option in set(re.findall(r"parabench run[^\n]*", page.read_text())):
+            for flag in re.findall(r"--[a-z-]+", option):
+                assert flag in run_help, f"{page.name} uses {flag}, which `parabench run` lacks"

@@ -1,4 +1,9 @@
-"""``python -m parabench`` is the ``parabench`` command."""
+"""``python -m parabench`` is the ``parabench`` command.
+
+Usage::
+
+    python -m parabench list             # the same as `parabench list`
+"""
 
 import sys
 

@@ -3,12 +3,13 @@
 Usage::
 
     arrays = cached_arrays("tabular", {"n_samples": 1000, "seed": 0}, make, sources=[__file__])
-    flops = cached_json("flops", {"model": repr(model)}, count, sources=[model_file, ...])
+    flops = cached_json("flops", {"model": repr(model)}, count, sources=[model_file])
 
 Every case runs in a fresh process, and before this cache each paid, inside its timed start-up,
 for work whose answer never changes between runs: importing scikit-learn to draw the same
-seeded tabular data (2.3 s here) and ``torch.utils.flop_counter``, whose first use imports
-TorchDynamo (1.8 s), to count the same model's FLOPs. The default run starts ~40 cases.
+seeded tabular data and ``torch.utils.flop_counter``, whose first use imports TorchDynamo,
+to count the same model's FLOPs (what each cost: docs/measurements.md). The default run starts
+~40 cases.
 
 An entry's name is a hash of the caller's key, the versions it lists and the source files that
 compute it (so editing the generator or the model's code misses, never reads a stale answer).

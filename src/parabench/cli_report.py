@@ -4,11 +4,14 @@ parses arguments and dispatches to these.
 
 Usage (from parabench.cli)::
 
-    add_report_commands(sub)                     # the report / compare subparsers
-    return dry_run(grid, args)                   # run --dry-run
-    log = tensorboard_log(args.tensorboard)      # None without the flag
+    parser = argparse.ArgumentParser()
+    add_report_commands(sub := parser.add_subparsers())   # the report / compare subparsers
+    report_command(parser.parse_args(["report", "results.jsonl", "--out", "report"]))
+    compare_command(parser.parse_args(["compare", "results.jsonl", "results.jsonl"]))  # 0
+    earlier = earlier_baselines("results.jsonl")  # serial results already in --out
     write_report_and_say(results, "report", baselines=earlier, sources=["results.jsonl"])
-    return report_command(args) / compare_command(args)
+    tensorboard_log(None)                        # None without --tensorboard DIR
+    # and `parabench run --dry-run` calls dry_run(grid, args): the plan, nothing run
 
 Missing extras (matplotlib, tensorboard) and missing files are UsageErrors: one stderr line,
 exit 2, saying what to install or which file.

@@ -1,6 +1,16 @@
 """Analysis: the only reader of results. Every front end (the CLI table and answer, the
 report and site, TensorBoard, the torchrun launcher, pytest-benchmark and asv) calls it.
 
+Usage::
+
+    from parabench.analysis.recommend import describe, recommend
+    from parabench.analysis.summary import summarize
+
+    rows = summarize(results, baselines=earlier_serial_results)   # the summary table's rows
+    for rec in recommend(results, baselines=earlier_serial_results):
+        for line in describe(rec):                                 # the answer
+            print(line)
+
 * :mod:`~parabench.analysis.figures` - what a result or a group of repeats measured
   (seconds per sample, peak memory, busy).
 * :mod:`~parabench.analysis.ratios` - speedup, scaling efficiency and their baselines.

@@ -1,5 +1,11 @@
 """One case, from start to result: the lifecycle that owns the clock, and what runs it.
 
+Usage::
+
+    from parabench.case.execute import execute
+
+    result = execute(config)            # one case in this process: a Result, never raises
+
 * :mod:`~parabench.case.lifecycle` - start, warm-up, timed windows, evaluate, close.
 * :mod:`~parabench.case.clock` - the one clock (``Clock``, ``Spans``, ``Stopwatch``).
 * :mod:`~parabench.case.execute` - the isolated worker entry (``python -m parabench.case.execute``).

@@ -3,7 +3,7 @@ per-step component through :class:`Spans`.
 
 Usage::
 
-    clock = Clock(sync=lambda: torch.cuda.synchronize(dev))     # made by the harness
+    clock = Clock(sync=None)       # made by the harness: sync=torch.cuda.synchronize on a GPU
     value, seconds = clock.time(work)      # sync; t0; work(); sync; t1 - also recorded
     clock.windows                          # every region timed so far, in order
 

@@ -4,10 +4,17 @@
 
 Usage::
 
-    execute(config, launcher=POOL)               # what `parabench run` does
-    lifecycle = CaseLifecycle(config, workload, method, launcher=TorchrunLauncher())
-    session.launcher.group(Program, args, config)   # a started-later pool, or torchrun's group
+    from parabench.case.execute import execute
+    from parabench.case.lifecycle import CaseLifecycle
+    from parabench.torch.launch import TorchrunLauncher
+
+    result = execute(config, launcher=POOL)      # what `parabench run` does: a spawned pool
+    lifecycle = CaseLifecycle(config=config, workload=workloads.get(config.workload),
+                              method=methods.get(config.method),
+                              launcher=TorchrunLauncher())   # what each torchrun rank runs
     active_launcher().local_ranks(config.workers)   # inside Method.check: ranks on this node
+    # a session starts its ranks with session.launcher.group(Program, args, config): a pool
+    # spawned then, or torchrun's group of the ranks already running
 
 The lifecycle hands its launcher to the session (``session.launcher``, like ``session.clock``)
 and makes it the :func:`active_launcher` while it asks ``Method.check``, whose signature has

@@ -3,7 +3,8 @@ place its clock lives. The CLI worker, pytest-benchmark, asv and torchrun all dr
 
 Usage::
 
-    lifecycle = CaseLifecycle(config, workload, method)     # launcher=POOL, meter=None
+    lifecycle = CaseLifecycle(config=config, workload=workloads.get(config.workload),
+                              method=methods.get(config.method))  # launcher=POOL, meter=None
     if (reason := lifecycle.reason()) is None:
         with lifecycle:                          # start (timed: startup_s); close on any exit
             lifecycle.train(config.epochs)       # the epochs: learning curve, quality, parity

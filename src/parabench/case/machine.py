@@ -32,12 +32,12 @@ it (then theirs is kept). With the runtime default, OpenMP threads spin at each 
 (libgomp: about 300k spins; Intel/LLVM: 200 ms ``KMP_BLOCKTIME``) while they wait for the
 slowest thread; with PASSIVE they sleep on a futex. A spinning thread burns the core another
 thread of the same case (or another process) needs, and a descheduled thread makes all the
-others spin longer: at load 5-6 on 2 cores an mlp tiny epoch took 0.756 s by default against
-0.056 s with PASSIVE, which turned ddp x2 from 6.3x faster into 0.45x. The runner cannot know
+others spin longer (on a busy machine, an order of magnitude on an mlp tiny epoch; the
+measurement is in docs/measurements.md). The runner cannot know
 before a case whether the machine will get busy during it, and libgomp only throttles spinning
 when its *own* threads outnumber the cores, not when another rank or process competes; so
-"PASSIVE only when workers x threads > cores" would not have protected the ddp x2 case above
-(2 x 1 thread on 2 cores). What PASSIVE costs on a quiet machine is a futex wake-up (a few
+"PASSIVE only when workers x threads > cores" would not have protected the measured ddp x2
+case (2 x 1 thread on 2 cores). What PASSIVE costs on a quiet machine is a futex wake-up (a few
 microseconds) per parallel region, small against a training step; the lead measures both.
 """
 

@@ -17,15 +17,15 @@ so a multi-process method's memory is counted across every worker. Two sums are 
   source says so: ``"pss"``, ``"rss"`` (none readable) or ``"mixed"`` with the counts.
   Caveat: PSS splits a page between *every* process that maps it, also processes outside the
   case. Shared libraries (libtorch: a few hundred MB of file-backed pages) are split with any
-  other torch process on the machine, so the same case reads lower next to other jobs (here:
-  serial mlp tiny at 460 MB PSS for 882 MB RSS, with other torch processes running). The
+  other torch process on the machine, so the same case reads lower next to other jobs (an
+  example is in docs/measurements.md). The
   file-backed part at the peak is recorded (``extra.peak_pss_file_mb``). So ``peak_pss_mb``
   counts file-backed pages once *within the case* instead: the anonymous and shared-memory
   PSS (shared only within the case as a rule) summed, plus the largest process's file-backed
   RSS (``RssFile`` in ``/proc/PID/status``: the libraries every rank maps, counted once and
   whole, whatever runs beside the case). Where the kernel reports no split, plain PSS.
-  Reading PSS is not cheap: ``/proc/PID/smaps_rollup`` walks the page tables, measured here at
-  8 ms of CPU (12-19 ms wall) per read of one 770 MB torch process, about 10 ms per GB. At every
+  Reading PSS is not cheap: ``/proc/PID/smaps_rollup`` walks the page tables, milliseconds of
+  CPU per read of one torch process, growing with its size (docs/measurements.md). At every
   50 ms tick that would take a large share of a core away from the case it measures, so PSS is
   read at most ``pss_budget`` (5 %) of the time: after a pass that took ``c`` seconds the next
   waits ``c / pss_budget`` (small trees: every tick; 3 x 800 MB: about every 0.5 s). A memory
@@ -236,7 +236,7 @@ class TreeSampler:
 
     def _tree(self) -> list[psutil.Process]:
         """The tree, listed again every ``relist_s``: listing reads every process's
-        ``/proc/PID/stat`` (3 ms of CPU here with 100 processes), reading a known one's
+        ``/proc/PID/stat`` (milliseconds of CPU for 100 processes), reading a known one's
         memory a few microseconds, and the runner shares the cores with the case it measures.
         """
         if self._watch.seconds() >= self._next_list:

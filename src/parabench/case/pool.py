@@ -2,17 +2,17 @@
 
 Usage::
 
-    from parabench.case.pool import WorkerError, WorkerPool
+    # echo_program.py: a rank program is any importable class (the ranks import its module)
     from parabench.case.rank import RankContext
 
-    class Echo:                      # a rank program: any importable class
+    class Echo:
         def __init__(self, ctx: RankContext, scale: int) -> None:
             self.ctx, self.scale = ctx, scale
-
         def work(self, x: int) -> int:
             return x * self.scale + self.ctx.rank
 
-    with WorkerPool(2, program=Echo, args={"scale": 10}, threads=1) as pool:
+    from parabench.case.pool import WorkerPool   # the parent; program: a class or "module:Class"
+    with WorkerPool(2, program="echo_program:Echo", args={"scale": 10}, threads=1) as pool:
         pool.startup_s              # spawn + rendezvous + construction, measured once
         pool.call("work", x=1)      # [10, 11]: every rank runs program.work(x=1); rank order
         pool.pids                   # the rank processes (children of this process)

@@ -9,7 +9,8 @@ Usage (inside a rank program; see :mod:`parabench.case.pool` for the pool side):
             self.device = ctx.torch_device()        # cuda:<local_rank> or cpu
         def train_epoch(self, epoch: int) -> dict:
             value, seconds = self.ctx.timed(self._work)   # barrier; t0; work; sync; t1; barrier
-            return {"seconds": seconds, ...}
+            return {"seconds": seconds}
+        def _work(self) -> None: ...
 
 ``timed`` is the one way an epoch is timed on a rank: all ranks leave the first barrier
 together, the device is synchronised before the second clock read, and the caller takes the
@@ -136,10 +137,8 @@ def rank_cores(world_size: int, threads: int,
 
     Ranks in lockstep (a collective every step) wait for the slowest: unpinned, the OS moves
     them between cores and, whenever any other task wakes, parks one behind it while the other
-    spins. mlp ddp x2 (1 thread each, a gloo all-reduce every ~3 ms): unpinned, windows varied
-    by up to +-17 % and the CI needed 12-16 windows for 4.5-6.2 %; pinned, +-9 % and 2.0-4.7 %
-    after 8-9 windows, and no slower (17.9-20.0k samples/s in 6 runs against 16.5-19.0k in 3;
-    2026-11-24, load 1-2). None: the ranks do not fit one block each (oversubscribed), the OS
+    spins; pinning narrowed mlp ddp x2's windows and cost no speed (the runs are in
+    docs/measurements.md). None: the ranks do not fit one block each (oversubscribed), the OS
     gives no affinity, or ``PARABENCH_PIN=off``.
     """
     if os.environ.get(PIN_VAR, "").lower() == "off" or not hasattr(os, "sched_setaffinity"):

@@ -7,7 +7,10 @@ Usage::
 
     target = resolve_target("default", workloads.get("mlp"))        # 0.97 x serial's quick 0.78
     tracker = TargetTracker(target=target, higher_is_better=True, epochs_improve=True)
-    ...after each epoch: if tracker.after_epoch(session): break     # evaluated off the clock
+    for epoch in range(max_epochs):                                 # the lifecycle's loop
+        session.train_epoch(epoch)
+        if tracker.after_epoch(session):                            # evaluated off the clock
+            break
     tracker.summary(epoch_s, startup_s, max_epochs)                 # the result's time_to_target
 
 A case in this mode evaluates held-out quality after every epoch, outside the epoch's clock

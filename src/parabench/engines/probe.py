@@ -2,14 +2,18 @@
 
 Usage::
 
-    from parabench.engines.probe import require_listening
+    from parabench.config import ConfigError
+    from parabench.engines.probe import check_external_engines, require_listening
 
-    require_listening("tcp://10.0.0.5:8786", option="--dask-scheduler", default_port=8786)
-    require_listening("spark://h1:7077,h2:7077", option="--spark-master", default_port=7077)
+    try:                                     # nothing listens on port 1: a ConfigError at once
+        require_listening("tcp://127.0.0.1:1", option="--dask-scheduler", default_port=8786)
+    except ConfigError as error:
+        print(error)                         # "... nothing answers at 127.0.0.1:1 ..."
     check_external_engines(grid.options)     # the CLI: every address given, before any case
 
-Dask's client and Spark's driver retry an unreachable address for minutes (about 130 s and
-100 s) before failing with an error that does not name it. A refused or unanswered connect
+Dask's client and Spark's driver retry an unreachable address for minutes (what was seen:
+docs/measurements.md) before failing with an error that does not name it. A refused or
+unanswered connect
 here is a :class:`~parabench.config.ConfigError` (exit 2) within a few seconds, saying
 "nothing answers at HOST:PORT". An address with several hosts (Spark's standby masters) passes
 when any of them answers. Only reachability is checked; what answers is the engine's business.

@@ -3,10 +3,10 @@
 Usage::
 
     params = ForestParams.from_sklearn(workload.build_estimator(profile, seed, n_jobs=1))
-    model = HistForestClassifier(params, make_kernel("torch", "cuda")).fit(x, y)
+    model = HistForestClassifier(params, make_kernel("torch", "cpu")).fit(x, y)   # or "cuda"
     model.predict_proba(x_test)           # sklearn-style: predict, predict_proba, classes_
     data = Prepared.from_data(x, y, params.n_bins)          # binning: once per fit
-    part = grow_trees(kernel, data, params, range(0, 50))  # some trees (hybrids split so)
+    part = grow_trees(make_kernel("numpy"), data, params, range(0, 2))  # some trees (hybrids)
 
 The algorithm, identical for every backend:
 

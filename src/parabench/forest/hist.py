@@ -2,9 +2,11 @@
 
 Usage (a method names its kernel class; see :mod:`parabench.methods.forest_hist`)::
 
+    from parabench.forest.torch_kernel import TorchKernel
+
     @methods.register
     class TorchForest(HistForestMethod):
-        name = "torch"
+        name = "my_torch"                  # as methods/forest_hist.py's "torch"
         requires = frozenset({"torch"})
         kernel = TorchKernel
 

@@ -2,6 +2,8 @@
 
 Usage (declared in :mod:`parabench.methods.forest_hist_hybrid`)::
 
+    from parabench.forest.torch_kernel import TorchKernel
+
     session = ThreadsTorchSession(workload, config, TorchKernel)     # threads+torch
     session = TorchDaskSession(workload, config, TorchKernel)        # torch+dask
     session = DaskThreadsTorchSession(workload, config, TorchKernel) # dask+threads+torch

@@ -2,7 +2,7 @@
 
 Usage::
 
-    kernel = make_kernel("torch", device="cuda")       # or "numpy", "tf", "numba"
+    kernel = make_kernel("torch", device="cpu")        # or "cuda"; or "numpy", "tf", "numba"
     TorchKernel.set_threads(4)                          # the backend's CPU thread pool
     kernel.reset_peak(); ...; kernel.peak_gpu_mb()      # None on the CPU
     xb, y = kernel.put(xbin), kernel.put(y)             # (n, features) uint8, (n,) int64

@@ -9,7 +9,7 @@ Usage (a peer is one small subclass; see ``forest_xgboost``, ``forest_lightgbm``
         requires = frozenset({"mylib"})
 
         def build(self, spec: PeerSpec) -> Any:   # an unfitted sklearn-style classifier
-            return mylib.Forest(n_trees=spec.trees, threads=spec.threads, ...)
+            return mylib.Forest(n_trees=spec.trees, threads=spec.threads)
 
 A peer trains the workload's own data (the same seeded train/test split) and is given the
 workload's sklearn forest as a :class:`PeerSpec`: the same number of trees, features per split

@@ -29,10 +29,9 @@ estimator) as closely as Spark allows:
 - depth: scikit-learn grows trees until the leaves are pure; Spark caps ``maxDepth`` at 30, so
   ``maxDepth = min(max_depth or 30, 30)``.
 - bins: scikit-learn tries every threshold between sorted values; Spark bins each feature into
-  ``maxBins`` quantile bins first. More bins is closer, and slower: on the quick profile (10
-  trees, 2 cores) 32/64/128/256 bins took about 1 / 1 / 1.3 / 2.9 x as long, for the same
-  accuracy within noise. ``maxBins=128`` (:data:`MAX_BINS`, Spark's default is 32) is the
-  compromise.
+  ``maxBins`` quantile bins first. More bins is closer, and slower, for the same accuracy
+  within noise (the fit times per bin count: docs/measurements.md). ``maxBins=128``
+  (:data:`MAX_BINS`, Spark's default is 32) is the compromise.
 - bootstrap: scikit-learn draws n rows with replacement; Spark with ``bootstrap=True`` and
   ``subsamplingRate=1.0`` gives each row a Poisson(1) weight, the same distribution in the
   limit.

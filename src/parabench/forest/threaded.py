@@ -2,7 +2,7 @@
 
 Usage::
 
-    kernels = [kernel_for(TorchKernel, "cuda:0", i) for i in range(4)]   # kept per process
+    kernels = [kernel_for(TorchKernel, "cpu", i) for i in range(2)]   # or "cuda:0"; per process
     forest = grow_threaded(prepared, params, list(range(100)), kernels, pool)
     peak = peak_gpu_mb(kernels)          # per device, summed over devices; None on the host
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    kernel = TorchKernel("cuda:0")        # or make_kernel("torch", "cpu")
+    kernel = TorchKernel("cpu")           # "cuda:0" on a GPU; or make_kernel("torch", "cpu")
     with kernel.on_stream():              # threads+torch: each thread its own CUDA stream
         model = HistForestClassifier(params, kernel).fit(x, y)
 

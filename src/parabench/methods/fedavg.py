@@ -20,9 +20,9 @@ non-IID), the per-client batch, optimizer state, buffers and the time components
 
 Why K / E rounds an epoch: each client steps on the workload's batch over n / K samples, so
 one round of one local epoch is 1 / K of a serial epoch's steps per client. Equal rounds fall
-short for that reason alone (mlp tiny, 4 clients, 3 rounds: about 0.5 accuracy against
-serial's 0.77; ``--epochs 2``: -0.092, and -0.26 with 4 non-IID clients); K rounds per
-serial epoch reach serial's quality on IID and non-IID splits (:mod:`parabench.torch.fedavg`).
+short for that reason alone (well below serial's accuracy on mlp tiny with 4 clients; the
+figures are in docs/measurements.md); K rounds per serial epoch reach serial's quality on IID
+and non-IID splits (:mod:`parabench.torch.fedavg`).
 
 FedAvg is not serial's mathematics (K > 1 clients drift apart between averages), so
 ``parity = "statistical"``: held-out quality must come within

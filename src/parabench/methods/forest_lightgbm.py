@@ -19,9 +19,9 @@ How the workload's sklearn ``RandomForestClassifier`` is matched (:class:`PeerSp
 * depth: LightGBM grows leaf-wise; ``max_depth`` = sklearn's (unlimited ``None`` as the
   histogram forests' ``DEFAULT_MAX_DEPTH``, 48) and ``num_leaves = min(n_train, 1024)``. Trees
   grown until pure (``num_leaves`` up to n_train, about 16,000 at quick) cost LightGBM so
-  much per leaf that one quick fit ran past 600 s; measured at quick, 2 threads, one fit:
-  256 leaves 16 s, accuracy 0.782; 1024 leaves 46 s, 0.817; 4096 leaves 72 s, 0.815 (and
-  unbounded 0.8145). Accuracy stops improving at 1024, so the cap costs nothing in quality.
+  much per leaf that one quick fit ran past the default timeout, and accuracy stops improving
+  at 1024 leaves, so the cap costs nothing in quality (the fits per leaf count:
+  docs/measurements.md).
 * min samples: ``min_data_in_leaf`` = sklearn's ``min_samples_leaf``, and
   ``min_sum_hessian_in_leaf = 0``; LightGBM has no ``min_samples_split`` (a split needs
   ``2 x min_data_in_leaf`` rows, which is sklearn's default 2).

@@ -11,18 +11,10 @@ get a guess (:func:`guess_s`), and the total says how many estimates were guesse
 At ``tiny`` the guess is declared by the case's method and workload: the method's start-up
 (``Method.startup_guess_s``) plus epochs x the workload's epoch (``Workload.tiny_epoch_guess_s``),
 the epoch stretched when the case uses fewer than 2 cores; one that declares none gets
-:data:`FALLBACK_STARTUP_S` / :data:`FALLBACK_TINY_EPOCH_S`, named on its line. The built-in
-figures are rounded from the fastest ``tiny`` result of each case
-recorded on this 2-core CPU by 2026-11-23 (most under load 2-5, so they err long): serial
-mlp 7.7 s in all (6 s of it start-up), cnn 1.8 s per epoch, a torchrun start 5-7 s, Spark
-95 s (64 s start-up). TensorFlow's only records (cnn:
-tf_serial 102 s, tf_multiworker 151 s, 45 and 114 s of it start-up) come from a spell in
-which ddp, fsdp and Spark ran 2.6-10x their best, so they are divided by 2.6, and TF's
-slower epochs are folded into its start-up. seq2seq is taken from the issue's load-3 run of
-vgg11 + densenet121 + seq2seq (259 s), halved for a quiet machine; nbow is a guess. vgg11 and
-densenet121 are narrow at tiny since 2026-11-24: 1.6 and 3.4 s per epoch at 2 threads in that
-day's default run, vgg11 2.5 s at 1 thread (scripts/seed_spread.py), rounded up.
-conv_autoencoder's one record (17 s per epoch, load unknown) is taken as 2x loaded. The
+:data:`FALLBACK_STARTUP_S` / :data:`FALLBACK_TINY_EPOCH_S`, named on its line. The declared
+figures are rounded from the fastest ``tiny`` result of each case recorded on a 2-core CPU,
+loaded records scaled towards a quiet machine; the records they come from, with their dates
+and loads, are in docs/measurements.md ("Where the dry-run guesses come from"). The
 planner (:mod:`parabench.sweep.plan`) ranks workloads by the same guess to pick the cheapest. Other
 profiles keep a flat per-profile guess (:data:`GUESS_S`).
 """

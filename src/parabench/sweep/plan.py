@@ -45,10 +45,10 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   densenet121 would add ~1 minute; those rows' scaling efficiency names the run to add
   (``--all`` has it).
 * 1 epoch at the ``tiny`` profile unless told otherwise (the CLI's defaults).
-  With the guesses of :mod:`parabench.sweep.dryrun`: 42 cases, 40 to run, about 9 minutes
-  on 2 cores, most of it start-up: Spark 1.5 min, TensorFlow's methods 1.5 min. Adding or
-  slowing a workload or method moves that figure; the tests keep the coverage,
-  ``parabench run --dry-run`` shows the estimate.
+  ``parabench run --dry-run`` shows how many cases that is and the estimate from the guesses
+  of :mod:`parabench.sweep.dryrun`, most of it start-up (Spark, TensorFlow); adding or
+  slowing a workload or method moves it, and the tests keep the coverage. The measured time
+  of the default run is in docs/measurements.md.
 
 The first device of ``grid.devices`` (default: cpu, then cuda) a method runs the workload on
 is used. ``--workers`` replaces the worker count; ``--workload``/``--method`` narrow nothing

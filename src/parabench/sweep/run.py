@@ -2,8 +2,8 @@
 
 Usage::
 
-    grid = Grid(workloads=["mlp"], methods=["serial"], profile="tiny", repeats=3)
-    results = run_grid(grid, out="results.jsonl", resume=True)
+    grid = Grid(workloads=["mlp"], methods=["serial"], profile="tiny", epochs=1)   # repeats=3
+    results = run_grid(grid, out="results.jsonl", resume=True)   # runs only what is not ok
 
 The cases come from :func:`parabench.sweep.plan.plan`. Each is either runnable or carries the
 reason it is not (unsupported workload, missing engine or hardware, unfair thread budget); the

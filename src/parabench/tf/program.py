@@ -2,11 +2,15 @@
 
 Usage (what :mod:`parabench.methods.tf_data_parallel` runs in each pool worker)::
 
-    pool = WorkerPool(2, TFProgram, {"workload": "cnn", "config": cfg.to_dict(),
-                                     "strategy": "multiworker"},
-                      backend="none", rank_env=[{"TF_CONFIG": ...}, {"TF_CONFIG": ...}])
-    pool.call("describe"); pool.call("train_epoch", epoch=0); pool.call("evaluate")
-    pool.call("weights")     # every worker's trainable weights (numpy), for parity tests
+    from parabench.case.pool import WorkerPool
+    from parabench.config import RunConfig
+
+    cfg = RunConfig(workload="mlp", method="tf_serial", profile="tiny", epochs=1)
+    args = {"workload": "mlp", "config": cfg.to_dict(), "strategy": "default"}
+    with WorkerPool(1, TFProgram, args, backend="none") as pool:   # "multiworker": 2 ranks,
+        pool.call("describe"); pool.call("train_epoch", epoch=0)   # rank_env=[{"TF_CONFIG":
+        pool.call("evaluate")                                     # ...} per rank]
+        pool.call("weights")     # every worker's trainable weights (numpy), for parity tests
 
 ``strategy`` is ``"default"`` (no distribution: ``tf_serial``), ``"multiworker"``
 (``MultiWorkerMirroredStrategy``, one replica per worker process, ``TF_CONFIG`` from the

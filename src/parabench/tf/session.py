@@ -7,7 +7,7 @@ Usage (a TF method is a strategy name and a declaration; see ``methods/tf_data_p
 
     @methods.register
     class TFMirrored(TFMethod):
-        name = "tf_mirrored"
+        name = "my_tf_mirrored"            # as methods/tf_data_parallel.py's tf_mirrored
         session_class = TFMirroredSession
 
 Workers are :class:`~parabench.case.pool.WorkerPool` ranks with ``backend="none"`` (no torch

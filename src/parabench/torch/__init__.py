@@ -1,5 +1,11 @@
 """PyTorch cases: one builder, one training loop, parallelizers applied from outside the model.
 
+Usage::
+
+    from parabench.torch.build import build_case, torch_device
+
+    case = build_case(workloads.get("mlp"), config, torch_device(config))  # data, model, batch
+
 * :mod:`~parabench.torch.build` - a torch case's data, model, batch size and FLOPs.
 * :mod:`~parabench.torch.loop` - the one training loop every torch method shares.
 * :mod:`~parabench.torch.parallelize` - parallelizers applied from outside the model

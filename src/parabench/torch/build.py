@@ -8,11 +8,10 @@ Usage (what every torch Session's ``start`` and every rank program does)::
     case = build_case(workload, config, device)         # tensors, seeded model on device,
     case.batch_size, case.flops_per_sample              #   the batch, the FLOPs per sample
     case.reset_peaks()                                  # GPU peak counted from here
-    loop = case.loop(model, case.batch_size)            # the shared TorchLoop
+    loop = case.loop(case.placed, case.batch_size)      # the shared TorchLoop
     peak_gpu_mb(device)                                 # the peak since reset (None on CPU)
-
-    # ranks: ``auto`` is found on each rank and the smallest wins (one MIN all-reduce)
-    case = build_case(workload, config, device, world=ctx.world_size, count_flops=rank == 0)
+    # on ranks: build_case(..., world=ctx.world_size, count_flops=rank == 0): ``auto`` is
+    # found on each rank and the smallest wins (one MIN all-reduce)
 
 ``--batch-size auto`` finds the largest power of two that fits: on CUDA by really running a
 training step at each size and catching out-of-memory (weights, buffers and RNG restored
@@ -154,7 +153,7 @@ def cached_flops_per_sample(
 ) -> float | None:
     """:func:`flops_per_sample` through :mod:`parabench.cache`: the count depends on the
     architecture, the per-sample shapes and the code, never on weights or data, and its first
-    use imports TorchDynamo (1.8 s of every torch case's start-up here)."""
+    use imports TorchDynamo (seconds of every torch case's start-up: docs/measurements.md)."""
     key = {"model": repr(model), "loss": _describe(loss_fn), "probe": min(probe, len(x)),
            "x": [list(x.shape[1:]), str(x.dtype)], "y": [list(y.shape[1:]), str(y.dtype)],
            "device": next(model.parameters()).device.type, "torch": torch.__version__}

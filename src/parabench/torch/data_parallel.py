@@ -3,6 +3,8 @@
 Usage (a data-parallel method is a ``wrap`` with a parallelizer and a name; see
 ``methods/ddp.py`` and the one-file plugin ``tests/plugins/ddp_static.py``)::
 
+    from parabench.torch.session import DistributedTorchSession
+
     class MyProgram(DataParallelProgram):
         def wrap(self, model):            # the built case's model, on this rank's device
             module, self.comm = apply_ddp(model, self.device)   # parabench.torch.parallelize

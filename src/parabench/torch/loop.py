@@ -3,8 +3,8 @@
 Usage::
 
     loop = TorchLoop(model, optimizer, loss_fn, x, y, batch_size=64, device=dev, seed=0,
-                     precision="bf16", num_workers=2, pin_memory=True,
-                     clock=Clock(sync=...))    # default: a Clock that synchronises ``dev``
+                     precision="bf16", num_workers=0, pin_memory=False,  # 2, True: DataLoader
+                     clock=Clock())            # default: a Clock that synchronises ``dev``
     stats = loop.train_epoch(epoch)            # EpochStats: synchronised wall time, mean loss,
     stats = loop.train_epoch(epoch, indices)   #   components; or only this rank's shard
     stats = loop.train_epoch(-1, window_order(n, seed, w, steps * bs))  # a speed window

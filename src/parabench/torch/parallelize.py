@@ -2,12 +2,14 @@
 
 Usage::
 
-    ddp, comm = apply_ddp(model, device)          # DDP with a timed all-reduce hook
-    comm.reset(); ...train...; comm.seconds()     # communication seconds of that epoch
-    sharded = apply_fsdp(model)                   # FSDP2: every parameter-owning child a unit
+    model = workload.build_model(data, seed)      # the workload's own module
+    ddp, comm = apply_ddp(model, device)          # DDP with a timed all-reduce hook (needs a
+    comm.reset()                                  # process group); before an epoch, and after:
+    comm.seconds()                                # communication seconds of that epoch
+    sharded = apply_fsdp(workload.build_model(data, seed))   # FSDP2: a unit per owning child
     global_batchnorm(model)                       # BatchNorm with the global batch's statistics
     plan = cut_stages(workload, model, x, 2)      # FLOP-balanced stages (see torch.stages)
-    staged = place_stages(plan.modules, ["cuda:0", "cuda:1"])   # model parallel in one process
+    staged = place_stages(plan.modules, ["cpu", "cpu"])   # ["cuda:0", "cuda:1"]: model parallel
 
 The model is the workload's own ``nn.Module``; nothing here changes its mathematics. DDP's
 hook is the default all-reduce (divide by world size, all-reduce) with its in-flight interval

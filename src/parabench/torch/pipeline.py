@@ -2,8 +2,10 @@
 
 Usage (a pool of stages x replicas ranks; the methods' sessions do this)::
 
-    args = {"workload": "cnn", "config": config.to_dict(), "stages": 2}
-    with WorkerPool(4, "parabench.torch.pipeline:PipelineProgram", args) as pool:
+    from parabench.case.pool import WorkerPool
+
+    args = {"workload": "mlp", "config": config.to_dict(), "stages": 2}   # 2 x 1 replica
+    with WorkerPool(2, "parabench.torch.pipeline:PipelineProgram", args) as pool:
         pool.call("train_epoch", epoch=0)     # one EpochStats per rank
         pool.call("state_dict")               # the whole model's weights, on every rank
 

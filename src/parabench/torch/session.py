@@ -2,6 +2,8 @@
 
 Usage (a method whose ranks run ``MyProgram``)::
 
+    from parabench.methods.ddp import DDPProgram as MyProgram   # any rank program class
+
     class MySession(DistributedTorchSession):
         program = MyProgram           # a class; pickled by reference to the spawned ranks
 

@@ -13,8 +13,8 @@ class-per-folder tree, resized and centre-cropped to that side. Chance is 1 / cl
 
 At tiny the model is torchvision's ``DenseNet`` with densenet121's blocks (6, 12, 24, 16) at a
 quarter of the width (growth rate 8, 16 initial features): the same 121 layers and BatchNorms,
-~1/16 of the arithmetic, so the tiny smoke test takes seconds (at full width its one epoch
-took 11 s on 2 cores). quick and full are ``densenet121`` itself.
+~1/16 of the arithmetic, so the tiny smoke test takes seconds (full width's tiny epoch:
+docs/measurements.md). quick and full are ``densenet121`` itself.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Usage (a new image workload declares its sizes, model and stage sequence)::
     @workloads.register
     class ResNet18(ImageClassifierWorkload):
         name = "resnet18"
-        sizes = {"tiny": (640, 32, 0.45, 1.0), ...}    # samples, side, noise, separation
+        sizes = {"tiny": (640, 32, 0.45, 1.0)}         # per profile: samples, side, noise,
+                                                        # separation
         narrow = {"tiny": 4}                            # optional: a quarter of the widths
         def build_model(self, data, seed): ...
         def sequential(self, model): ...

@@ -1,5 +1,10 @@
 """``mlp``: a PyTorch multi-layer perceptron classifier on seeded synthetic tabular data.
 
+Usage::
+
+    parabench run --method serial --workload mlp --profile tiny
+    parabench run --method serial,ddp --workload mlp --workers 2 --profile quick
+
 Two hidden ReLU layers; SGD with momentum; quality is held-out accuracy (chance is
 1 / classes). The serial baseline beats chance clearly after one tiny-profile epoch.
 """

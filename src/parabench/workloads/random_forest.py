@@ -1,7 +1,11 @@
 """``random_forest``: scikit-learn RandomForestClassifier on seeded synthetic tabular data.
 
-One epoch is one ``fit`` of the whole forest; quality is held-out accuracy. Sizes per profile
-(serial, one core): tiny ~0.1 s a fit, quick ~10 s, full minutes.
+Usage::
+
+    parabench run --method serial,threads --workload random_forest --workers 2 --profile tiny
+
+One epoch is one ``fit`` of the whole forest; quality is held-out accuracy. The profiles grow
+from a smoke test (tiny) to minutes a fit (full); their fit times are in docs/measurements.md.
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ dropped and the classifier is 512-wide (as in the CIFAR versions of VGG). Dropou
 
 Below 224 the model is built here (:func:`small_vgg11_bn`): torchvision's VGG-11-BN layer
 recipe and initialisation with the 512-wide classifier, without importing torchvision and
-initialising the 120 M-parameter 224 classifier only to replace it (about 4 s of a tiny
-case's start-up; measured 3.6 s for the classifier at load 2.5).
+initialising the 120 M-parameter 224 classifier only to replace it (seconds of a tiny
+case's start-up; the measurement is in docs/measurements.md).
 
 At tiny every width is a quarter (16 .. 128 channels, a 128-wide classifier): the same 11
-layers, ~1/16 of the arithmetic, so the tiny smoke test takes seconds (at full width its one
-epoch took 11 s on 2 cores). quick and full keep VGG-11's widths.
+layers, ~1/16 of the arithmetic, so the tiny smoke test takes seconds (full width's tiny
+epoch: docs/measurements.md). quick and full keep VGG-11's widths.
 
 Data: 3x32x32 synthetic class templates at tiny/quick, 3x224x224 at full; with
 ``--data-dir``, CIFAR-10 python batches (``DIR/cifar-10-batches-py``) or any class-per-folder

@@ -3,7 +3,8 @@
 Usage (from :mod:`parabench.workloads.datasets.vision` only; importing this module imports
 torchvision)::
 
-    images, labels = LocalMNIST(raw_dir, train=True).data, ...
+    mnist = LocalMNIST(raw_dir, train=True)     # raw_dir: the four idx files, already checked
+    images, labels = mnist.data, mnist.targets
 
 The subclass changes where the files are looked for and how their presence is checked, and
 nothing else: parsing stays torchvision's (``read_image_file`` / ``read_label_file``). CIFAR-10
