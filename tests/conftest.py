@@ -3,6 +3,7 @@ short speed windows for every test outside tests/benchmarks; one cache for the s
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,8 @@ def fault_plugin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     pidfile = tmp_path / "pids.txt"
     pidfile.touch()
     monkeypatch.syspath_prepend(str(PLUGIN_DIR))
-    monkeypatch.setenv("PYTHONPATH", str(PLUGIN_DIR))
+    # prepended: a checkout run through PYTHONPATH (not the installed one) stays the CLI's
+    monkeypatch.setenv("PYTHONPATH", str(PLUGIN_DIR), prepend=os.pathsep)
     monkeypatch.setenv("PARABENCH_PLUGINS", "faulty")
     monkeypatch.setenv("PARABENCH_TEST_PIDFILE", str(pidfile))
     import faulty  # noqa: F401  - registers into this process's registries

@@ -59,6 +59,14 @@ ROUND_BUDGET_S = 30.0
 BASELINE_WINDOWS = 3
 
 
+@pytest.fixture(autouse=True)
+def smoke_windows(benchmark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Smoke mode proves each case's body works, not its speed: windows calibrated to about
+    0.05 s, as every test outside tests/benchmarks gets (tests/conftest.py), not 0.5 s."""
+    if benchmark.disabled:
+        monkeypatch.setenv("PARABENCH_WINDOW_S", "0.05")
+
+
 def _param(case: BenchCase) -> Any:
     return pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in
                                                  sorted(case.markers)])

@@ -10,8 +10,9 @@ Usage::
 One row per (workload, method, device, workers x threads, batch, profile, options). The
 compact table lifts the columns with one value in every row into a title line
 (``cnn · cpu · profile tiny · batch 64 · 1 repeat``), leaves out ``epoch s`` (its ``~`` / ``!``
-marks go on samples/s), then ``scaling`` where it is still too wide, and shortens a failed
-case's reason; the cells it shows are the wide table's. Legend lines wrap at 120. Columns:
+marks go on samples/s), then ``scaling`` where its ok rows are still too wide; the cells it
+shows are the wide table's (a failed case's reason too, so its row can be wider). Legend
+lines wrap at 120. Columns:
 
 * ``samples/s``: steady-state throughput with its 95 % confidence interval, ``50,072 ±3.0%``.
   A case measures it in speed windows (:mod:`parabench.case.lifecycle`): after a warm-up
@@ -165,8 +166,9 @@ def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[
     """The table in at most ``limit`` columns (where the rows allow it) and the headers it
     leaves to --wide. Columns with one value in every row become a title line above the
     table; ``epoch s`` goes (it is samples/s again, per epoch), its ``~`` / ``!`` marks move
-    to samples/s; ``scaling`` goes too if the table is still too wide; then a status reason
-    is shortened (the result keeps it all)."""
+    to samples/s; ``scaling`` goes too if the ok rows are still too wide. A failed or
+    skipped case's reason stays as the wide table has it (its first line, at most
+    ``REASON_WIDTH``), so such a row can be wider."""
     col = {h: i for i, h in enumerate(header)}
     lifted = [h for h in LIFTABLE if cells and len({c[col[h]] for c in cells}) == 1]
     title = " · ".join(t for h in lifted if (t := _titled(h, cells[0][col[h]])))
@@ -174,30 +176,20 @@ def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[
     rows = [tuple(_marked(r, c[col[h]]) if h == "samples/s" else c[col[h]] for h in keep)
             for r, c in zip(shown, cells, strict=True)]
     hidden = [h for h in header if h in WIDE_ONLY]
-    lines = _fitted(keep, rows, shown, limit)
-    for optional in OPTIONAL:
-        if max(map(len, lines)) <= limit or optional not in keep:
+    for optional in OPTIONAL:  # the figures decide: a status reason is not cut for them
+        if _width(keep, rows, shown) <= limit or optional not in keep:
             continue
         i = keep.index(optional)
         del keep[i]
         rows = [row[:i] + row[i + 1:] for row in rows]
-        lines, hidden = _fitted(keep, rows, shown, limit), [*hidden, optional]
-    return ([title] if title else []) + lines, hidden
+        hidden.append(optional)
+    return ([title] if title else []) + _grid(keep, rows), hidden
 
 
-def _fitted(header: list[str], rows: list[tuple[str, ...]], shown: list[Row],
-            limit: int) -> list[str]:
-    lines = _grid(header, rows)
-    return lines[:2] + [_shortened(ln, r, row[-1], limit)
-                        for ln, r, row in zip(lines[2:], shown, rows, strict=True)]
-
-
-def _shortened(line: str, r: Row, tail: str, limit: int) -> str:
-    """A status reason cut to end the line by ``limit`` (an ok row's figures stay whole)."""
-    keep = limit - 3 - (len(line) - len(tail))
-    if len(line) <= limit or r.status == "ok" or keep < 20:
-        return line
-    return line[: len(line) - len(tail) + keep] + "..."
+def _width(header: list[str], rows: list[tuple[str, ...]], shown: list[Row]) -> int:
+    """The widest line of the header and the ok rows (whose cells are figures)."""
+    ok = [row for row, r in zip(rows, shown, strict=True) if r.status == "ok"]
+    return max(map(len, _grid(header, ok)))
 
 
 def _titled(header: str, value: str) -> str:
