@@ -25,8 +25,10 @@ BUGS = ("ddp_sum", "ddp_noreduce", "ddp_unsharded", "pipeline_unscaled", "fsdp_n
 
 
 def _row(table: str, method: str) -> str:
-    """The printed table's row of ``method`` on mlp (its first two columns name it)."""
-    rows = [line for line in table.splitlines() if line.split()[:2] == ["mlp", method]]
+    """The printed table's row of ``method`` on mlp: the compact table names the one workload
+    in its title line and the method in each row's first column."""
+    assert table.splitlines()[0].startswith("mlp · "), table
+    rows = [line for line in table.splitlines() if line.split()[:1] == [method]]
     assert len(rows) == 1, f"no single row for {method} in:\n{table}"
     return rows[0]
 

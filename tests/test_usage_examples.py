@@ -129,6 +129,11 @@ _WORKLOADS = "from parabench.registry import methods, workloads\n"
 
 #: per example: lines run before it, making the names it takes as given
 SETUP: dict[str, str] = {
+    "parabench.case.bootstrap": "from statistics import median\nrates = [10.0, 11.0, 9.5, 10.2]",
+    "parabench.case.records": "window = Window(unit='steps', steps=5, warmup=1)",
+    "parabench.identity": "result = results[0]\nother = CaseId.recorded(results[1]).group",
+    "parabench.torch.options": "from parabench.method import Method\n"
+                               "from parabench.config import OptionSpec",
     "parabench.analysis.compare": "from parabench.case.result import read_results\nimport sys\n"
                                   "sys = type('S', (), {'exit': staticmethod(lambda code: None)})",
     "parabench.analysis.ratios": "from parabench.analysis.figures import median_times\n"

@@ -4,8 +4,6 @@ Usage (a torch method reads them through the builder, so it declares them)::
 
     class Mine(Method):
         options = {**TORCH_OPTIONS, "knob": OptionSpec(int, "what it does", default=1)}
-#: the stage count of the staged methods; each declares its own default (:meth:`with_default`)
-STAGES = OptionSpec(int, "pipeline / model-parallel stage count", minimum=1)
 
 Kept apart from the builder so a method's declaration does not import torch.
 """
