@@ -69,7 +69,9 @@ def test_killed_dask_worker_fails_the_case_and_says_so(earlier: Path, tmp_path: 
     )
     assert re.search(r"WorkerLost: (Dask worker\(s\) tls://127\.0\.0\.1:\d+ left the cluster|"
                      r"a Dask worker died while running a task)", reason), reason
-    assert f"worker process pid {_pid(struck)} is gone" in reason, reason
+    # which notice comes first races: the pid watcher names the process, Dask the worker
+    assert (f"worker process pid {_pid(struck)} is gone" in reason
+            or "1 of 2 original workers remain" in reason), reason
 
 
 @pytest.mark.mpi
