@@ -5,6 +5,7 @@ Usage::
     python scripts/weight_drift.py                 # mlp and cnn, the parity tests' set-ups
     python scripts/weight_drift.py cnn --ranks     # also the real pipeline / hybrid / ddp ranks
     python scripts/weight_drift.py --trace mlp cnn  # the trace figures of the real cases
+    python scripts/weight_drift.py --trace gpt      # also tp / fsdp_tp (workloads with a plan)
 
 Trains ``serial`` at the set-ups of ``tests/test_pipeline_mp.py`` (tiny profile, 1 thread)
 and prints, per variant, the worst per-tensor relative L2 difference ``|w - w_serial| /
@@ -120,6 +121,12 @@ TRACE_CASES = {
     "fsdp x2": ("fsdp", 2, 1, {}),
     "pipeline 2 stages": ("pipeline", 2, 1, {}),
     "hybrid 2x2": ("hybrid", 4, 1, {}),
+    # tensor parallelism: only workloads with a plan (gpt); the others are skipped
+    "tp x2": ("tp", 2, 1, {}),
+    "tp x2, sequence parallel": ("tp", 2, 1, {"sequence_parallel": True}),
+    "tp x4": ("tp", 4, 1, {}),
+    "fsdp_tp 2x2": ("fsdp_tp", 4, 1, {"tp": 2}),
+    "pipeline_tp 2x2": ("pipeline_tp", 4, 1, {"tp": 2, "stages": 2}),
 }
 
 
@@ -132,7 +139,7 @@ def _trace(workload: str, method: str = "serial", workers: int = 1, threads: int
     result = execute(config)
     if result.status != "ok":
         print(f"  {method}: {result.status} {result.reason[:200]}")
-    return result.trace
+    return None if result.trace is None else result.trace.to_dict()  # a Trace record now
 
 
 def _grad_scaled(scale: float) -> Callable[..., torch.Tensor]:

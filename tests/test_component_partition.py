@@ -39,6 +39,9 @@ CASES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "pipeline": ("mlp", 2, {"schedule": "1f1b", "microbatches": 4}),
     "hybrid": ("mlp", 4, {"stages": 2, "microbatches": 2}),
     "fedavg": ("mlp", 2, {"clients": 2}),
+    "tp": ("gpt", 2, {}),  # tensor parallelism needs a workload with a plan
+    "fsdp_tp": ("gpt", 4, {"tp": 2}),
+    "pipeline_tp": ("gpt", 4, {"tp": 2, "stages": 2}),
     "torch": ("random_forest", 1, {}),  # histogram forest: binning + grow
     "mpi": ("random_forest", 2, {}),  # the round trip: slowest rank + gather/merge
 }
@@ -48,7 +51,8 @@ def _marks(name: str) -> list[Any]:
     marker = {req: mark for mark, req in hardware.markers().items()}
     marks = [getattr(pytest.mark, marker[r]) for r in sorted(methods.get(name).requires)
              if r in marker]
-    return marks + ([pytest.mark.slow] if name in ("hybrid", "mpi") else [])
+    slow = ("hybrid", "mpi", "fsdp_tp", "pipeline_tp")  # 4 ranks on the 2 cores
+    return marks + ([pytest.mark.slow] if name in slow else [])
 
 
 def assert_partition(epoch_s: float, components: dict[str, float], what: str) -> float:

@@ -119,6 +119,63 @@ def test_exact_parity_follows_the_trajectory_and_still_checks_the_evaluation() -
     assert parity_text(misjudged) == "FAILED quality -0.100"
 
 
+def _whole(method: str, quality: float, *, loss: tuple[float, ...] = (1.0, 0.8, 0.7),
+           final: float = 1.0, higher: bool = True, workload: str = "mlp",
+           samples: int = 640) -> Result:
+    """A result whose trace also has the final weights' digest (and its coverage)."""
+    size = {"tensors": 1, "elements": 2}
+    first = {"w": {"sum": 3.0, "norm": 4.0, "proj": [1.0, -2.0], "numel": 2}}
+    last = {"w": {"sum": 3.0, "norm": 4.0, "proj": [1.0 * final, -2.0], "numel": 2}}
+    trace = {**_trace(), "digest": first, "covered": size, "model": size,
+             "final_digest": last, "final_covered": size}
+    result = _result(method, quality, trace=trace, higher=higher, workload=workload)
+    return dataclasses.replace(result, loss=list(loss), samples_per_epoch=samples)
+
+
+def test_exact_parity_grades_the_whole_run_two_sided() -> None:
+    """Issue 28: the first steps match in every case below; what differs later is named."""
+    from parabench.analysis.recommend import parity_text
+    from parabench.analysis.trajectory import EVAL_TOLERANCE
+
+    serial = _whole("serial", 0.582)
+    same = assess(_whole("wide_serial", 0.582 + EVAL_TOLERANCE / 2), [serial])
+    assert same.status == "ok" and same.final_weight_rel_l2 == 0.0, same
+    assert same.quality_tolerance == EVAL_TOLERANCE
+    # better than serial at the same weights: an evaluation of another held-out set
+    better = assess(_whole("wide_serial", 0.598), [serial])
+    assert better.status == "failed" and better.differs == "evaluation +0.016", better
+    assert "evaluation differs from serial's at the same weights" in better.reason
+    assert parity_text(better) == "FAILED evaluation +0.016"
+    # epoch 0's order reused: epoch 2's loss moves (20 steps: drift allows 5e-5)
+    stale = assess(_whole("wide_serial", 0.571, loss=(1.0, 0.8001, 0.72)), [serial])
+    assert stale.status == "failed" and stale.differs == "epoch 2 loss", stale
+    assert stale.trajectory_ok and parity_text(stale) == "FAILED epoch 2 loss"
+    drift = assess(_whole("wide_serial", 0.582, loss=(1.0, 0.8 * (1 + 1e-6), 0.7)), [serial])
+    assert drift.status == "ok", drift
+    moved = assess(_whole("wide_serial", 0.582, final=1.01), [serial])
+    assert moved.status == "failed" and moved.differs == "final weights", moved
+    assert parity_text(moved).startswith("FAILED final w")
+    # a lower-is-better loss: the same weights give the same MSE within 1e-5 of it
+    mse = _whole("serial", 0.038, higher=False)
+    assert assess(_whole("wide_serial", 0.038 * (1 + 5e-6), higher=False), [mse]).status == "ok"
+    assert assess(_whole("wide_serial", 0.0381, higher=False), [mse]).status == "failed"
+
+
+def test_whole_run_figures_past_the_measured_drift_horizon_are_not_graded() -> None:
+    """cnn at 10 tiny epochs: serial against serial drifts by the size of a bug past 45
+    steps (trajectory.py's measurement), so epochs and final weights there are not graded."""
+    from parabench.analysis.trajectory import drift_horizon
+
+    assert drift_horizon("cnn") == 45 < drift_horizon("mlp")
+    kw = {"workload": "cnn", "samples": 64 * 30}  # 30 steps an epoch
+    serial = _whole("serial", 0.98, **kw)
+    drifted = assess(_whole("wide_serial", 0.98, loss=(1.0, 0.81, 0.72), final=1.3, **kw),
+                     [serial])
+    assert drifted.status == "ok" and "not graded" in drifted.whole_run_note, drifted
+    early = assess(_whole("wide_serial", 0.98, loss=(1.1, 0.8, 0.7), **kw), [serial])
+    assert early.status == "failed" and early.differs == "epoch 1 loss", early
+
+
 def _forest(method: str, quality: float, sha: str) -> Result:
     return _result(method, quality, workload="random_forest",
                    facts=Facts(predictions_sha=sha))

@@ -43,8 +43,45 @@ def test_serial_trace_has_the_documented_shape(serial_trace: dict[str, Any]) -> 
     assert serial_trace["steps"] == TRACE_STEPS == len(serial_trace["losses"])
     assert all(0 < loss < 10 for loss in serial_trace["losses"])
     figures = serial_trace["digest"]["0.weight"]
-    assert set(figures) == {"sum", "norm", "proj"} and len(figures["proj"]) >= 8
-    assert figures["norm"] > 0
+    assert set(figures) == {"sum", "norm", "proj", "numel"} and len(figures["proj"]) >= 8
+    assert figures["norm"] > 0 and figures["numel"] > 0
+
+
+def test_the_digest_says_it_covered_the_whole_model(serial_trace: dict[str, Any]) -> None:
+    """mlp: three Linear layers, a weight and a bias each, counted from the module."""
+    assert serial_trace["model"]["tensors"] == 6 == len(serial_trace["digest"])
+    assert serial_trace["covered"] == serial_trace["model"]
+    assert serial_trace["final_covered"] == serial_trace["model"]  # the evaluated weights
+    assert serial_trace["model"]["elements"] == sum(
+        f["numel"] for f in serial_trace["digest"].values())
+
+
+def test_a_digest_that_leaves_the_biases_out_is_refused(serial_trace: dict[str, Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a digest that covers less on both sides agrees with itself; its coverage,
+    checked against the model's parameters and buffers, does not."""
+    from parabench.torch import loop
+
+    original = loop.weight_digest
+    monkeypatch.setattr(loop, "weight_digest", lambda state: original(
+        {k: v for k, v in state.items() if not k.endswith("bias")}))
+    short = _trace()
+    assert short["covered"]["tensors"] == 3 and short["model"]["tensors"] == 6
+    for mine, ref in ((short, short), (short, serial_trace), (serial_trace, short)):
+        verdict = compare_traces(mine, ref)
+        assert not verdict["ok"] and verdict["differs"] == "digest coverage", verdict
+        assert "covers 3 tensors" in verdict["reason"], verdict
+
+
+def test_digests_of_different_coverage_are_not_compared(serial_trace: dict[str, Any]) -> None:
+    """Two complete digests of different models (or a result recorded before digests said
+    what they covered, which is compared as before)."""
+    seven = {"tensors": 7, "elements": 6600}
+    bigger = {**serial_trace, "covered": seven, "final_covered": seven, "model": seven}
+    verdict = compare_traces(bigger, serial_trace)
+    assert not verdict["ok"] and "different coverage" in verdict["reason"], verdict
+    old = {k: serial_trace[k] for k in ("steps", "losses", "digest")}
+    assert compare_traces(old, serial_trace)["ok"]
 
 
 def test_serial_at_two_threads_matches_serial(serial_trace: dict[str, Any]) -> None:

@@ -109,8 +109,10 @@ SLOW = {
     "parabench.case.energy", "parabench.case.launcher", "parabench.case.target",
     "parabench.forest.tf_kernel", "parabench.tf.models", "parabench.case.execute",
     "parabench.case.isolate", "parabench.case.lifecycle", "parabench.case.pool",
-    "parabench.method", "parabench.sweep.run", "parabench.torch.parallelize", "parabench.case",
+    "parabench.method", "parabench.sweep.run", "parabench.sweep.rerun",
+    "parabench.torch.parallelize", "parabench.case",
     "parabench.engines", "parabench.tf.program", "parabench.torch.pipeline",
+    "parabench.torch.pipeline_tp",
     "parabench.torch.session", "parabench.torch.build", "parabench.forest.hybrid_worker",
 }
 
@@ -180,6 +182,18 @@ SETUP: dict[str, str] = {
         "workers=2)"),
     "parabench.torch.pipeline": "config = config.__class__(workload='mlp', method='pipeline', "
                                 "profile='tiny', workers=2, epochs=1)",
+    "parabench.torch.pipeline_tp": "config = config.__class__(workload='gpt', "
+                                   "method='pipeline_tp', profile='tiny', workers=4, epochs=1)",
+    "parabench.torch.tensor_parallel": (
+        "import socket, torch, torch.distributed as dist\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        "with socket.socket() as s:\n    s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]\n"
+        "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}',"
+        " rank=0, world_size=1)\n"
+        "__teardown__ = dist.destroy_process_group\n"
+        "mesh = init_device_mesh('cpu', (1, 1), mesh_dim_names=('dp', 'tp'))\n"
+        "workload = workloads.get('gpt'); data = workload.make_data('tiny', 0)\n"
+        "model = workload.build_model(data, 0)"),
     "parabench.case.lifecycle": _WORKLOADS + (
         "from parabench.sweep.plan import bench_cases\n"
         "case = next(c for c in bench_cases() if c.id == 'mlp-serial-cpu-w1')"),
@@ -236,6 +250,8 @@ SETUP: dict[str, str] = {
         "prepared = Prepared.from_data(x, y, params.n_bins); i = 0\n"
         "part_a = grow_trees(make_kernel('numpy'), prepared, params, range(0, 2))\n"
         "part_b = grow_trees(make_kernel('numpy'), prepared, params, range(2, 4))"),
+    "parabench.sweep.rerun": f"CHECKOUT = {str(ROOT)!r}\n"
+                             "from parabench.analysis.compare import compare",
     "parabench.sweep.dryrun": "from parabench.sweep.plan import plan\n"
                               "from parabench.case.result import read_results",
     "parabench.sweep.preflight": "from parabench.sweep.plan import plan\n"
@@ -267,6 +283,16 @@ SETUP: dict[str, str] = {
         "loss_fn = torch.nn.CrossEntropyLoss(); dev = torch.device('cpu')\n"
         "x = torch.randn(256, 4); y = torch.randint(0, 3, (256,)); x_test = x[:32]\n"
         "epoch, n, w, steps, bs = 0, 256, 0, 2, 64\nindices = torch.arange(128)"),
+    "parabench.torch.knobs": _WORKLOADS + (
+        "import torch\nfrom parabench.torch.loop import TorchLoop\n"
+        "from parabench.torch.knobs import warm_up_compiled\n"
+        "from parabench.torch.parallelize import shard_units\n"
+        "workload = workloads.get('mlp'); data = workload.make_data('tiny', 0); seed = 0\n"
+        "stage = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n"
+        "m = torch.nn.Linear(4, 2)\n"
+        "loop = TorchLoop(m, torch.optim.SGD(m.parameters(), lr=0.1),"
+        " torch.nn.functional.cross_entropy, torch.randn(8, 4), torch.randint(0, 2, (8,)),"
+        " batch_size=4, device=torch.device('cpu'), seed=0)"),
     "parabench.torch.parallelize": (
         "import socket, torch, torch.distributed as dist\n"
         "with socket.socket() as s:\n    s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]\n"
@@ -275,7 +301,9 @@ SETUP: dict[str, str] = {
         "__teardown__ = dist.destroy_process_group\n"
         "workload = workloads.get('cnn'); data = workload.make_data('tiny', 0)\n"
         "x = torch.as_tensor(data.x_train[:8]).float(); seed = 0\n"
-        "device = torch.device('cpu')"),
+        "device = torch.device('cpu')\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        "mesh = init_device_mesh('cpu', (1, 1), mesh_dim_names=('dp', 'tp'))"),
     "parabench.case.pool": (
         "(tmp / 'echo_program.py').write_text(__example__.split('# the parent')[0])"),
     "parabench.workloads.datasets.vision": (
@@ -287,6 +315,8 @@ SETUP: dict[str, str] = {
         "write_mnist(tmp, 40); raw_dir = str(tmp / 'MNIST' / 'raw')"),
     "parabench.workloads.datasets.common": (
         "import numpy as np\nlabels = np.repeat(np.arange(4), 25); path = 'labels.txt'"),
+    "parabench.workloads.datasets.chars": (
+        "open('input.txt', 'w').write('the quick brown fox jumps over the lazy dog. ' * 60)"),
     "parabench.workloads.datasets.text": (
         "open('reviews.tsv', 'w').write(''.join(f'{i % 2}\\tword{i} other{i % 5}\\n' "
         "for i in range(40)))\n"

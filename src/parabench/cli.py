@@ -10,7 +10,10 @@ Usage::
                   [--target-quality [Q|default] [--max-epochs N]]   # time to accuracy
                   [--report DIR] [--tensorboard DIR] [--dry-run]
     parabench report RESULTS.jsonl [...] [--out DIR]
-    parabench compare BASE.jsonl NEW.jsonl [--threshold 10%]
+    parabench compare BASE.jsonl NEW.jsonl [--threshold 10%] [--run-cv 6%]
+                  [--allow-cross-machine]
+    parabench compare --rerun BASE_REF [NEW_REF] [--rounds N] [--order abba|abab]
+                      [--out-dir DIR] [--workload W,..] [--method M,..] [--profile P] ...
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 ``parabench run`` with neither ``--workload`` nor ``--method`` plans the coverage grid (every
@@ -20,6 +23,8 @@ see :mod:`parabench.sweep.plan`); ``--all`` plans the full product (quick, 3 epo
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 2 usage error (one line on stderr saying what was wrong and what is valid; found before any
 case starts where it can be), 130 interrupted by Ctrl-C (SIGINT), 143 stopped by SIGTERM.
+``compare``: 0 no regression, 1 a regression, 2 usage error, 3 no regression but some case's
+speed not judged because BASE and NEW ran on different machines.
 Either signal stops the running case (its whole process group) and keeps the results
 already written. Argument parsing lives in ``build_parser``; each subcommand is one
 ``cmd_<name>`` function.

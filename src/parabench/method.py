@@ -51,13 +51,16 @@ class EpochStats:
     """One training epoch as the session measured it.
 
     ``seconds`` is wall time of the epoch (for multi-process methods: the slowest rank's
-    time between barriers); ``samples`` counts every rank's samples.
+    time between barriers); ``samples`` counts every rank's samples. ``served`` is the
+    independent count taken where the data is served (every rank's loader, summed), which the
+    lifecycle checks ``samples`` against; None where a session keeps no such count.
     """
 
     seconds: float
     loss: float
     samples: int
     components: dict[str, float] = field(default_factory=dict)
+    served: int | None = None
 
 
 #: epoch numbers of the windows a non-step session trains: far past any epoch run for quality

@@ -73,6 +73,31 @@ class Dataset:
         return len(self.x_train)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TensorParallelPlan:
+    """How a model splits for tensor parallelism (Megatron-style), declared by its workload as
+    plain data; :mod:`parabench.torch.tensor_parallel` turns it into torch's parallel styles.
+
+    ``colwise`` layers keep a slice of their output features on each rank (their input
+    whole); ``rowwise`` layers a slice of their input features, and their partial outputs
+    are summed over the ranks. ``divides`` names the sizes the tensor-parallel degree must
+    divide (heads, width, MLP width). Sequence parallelism (optional: empty ``norms`` means
+    the model has none): ``norms`` run on a slice of the sequence, ``gather`` modules take
+    the whole sequence (gathered before them), ``scatter`` modules' outputs are cut along
+    the sequence (dimension ``seq_dim`` of length ``seq_len``), and the rowwise layers'
+    sums are reduce-scattered back onto the sequence slices.
+    """
+
+    colwise: tuple[str, ...]
+    rowwise: tuple[str, ...]
+    divides: Mapping[str, int]
+    norms: tuple[str, ...] = ()
+    gather: tuple[str, ...] = ()
+    scatter: tuple[str, ...] = ()
+    seq_dim: int = 1
+    seq_len: int | None = None
+
+
 class Workload(ABC):
     """Base of all workloads. ``family`` tells methods which kind of trainer it needs."""
 
@@ -175,6 +200,12 @@ class TorchWorkload(Workload):
 
         return torch.optim.SGD(params, lr=self.lr, momentum=0.9)
 
+    def model_flops_per_sample(self, data: Dataset) -> float | None:
+        """Training FLOPs per sample from the model's own formula (nanoGPT's MFU estimate),
+        or None (the default): counted once by ``torch.utils.flop_counter`` instead
+        (:func:`parabench.torch.build.cached_flops_per_sample`)."""
+        return None
+
     def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
         """(x_train, y_train, x_test, y_test) as tensors with the dtypes the model wants."""
         import torch
@@ -201,3 +232,8 @@ class TorchWorkload(Workload):
         import torch
 
         return model if isinstance(model, torch.nn.Sequential) else None
+
+    def tp_plan(self, model: torch.nn.Module) -> TensorParallelPlan | None:
+        """How ``model`` splits for tensor parallelism (module names of ``model``), or None
+        (the default): the tensor-parallel methods skip the workload with the reason."""
+        return None

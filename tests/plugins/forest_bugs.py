@@ -10,6 +10,10 @@ Usage (a test plugin, loaded like every plugin)::
   fine forest, but not serial's trees. Seed-exact parity must fail on the predictions digest.
 * ``mpi_rank0``: the MPI forest whose rank 0 keeps only its own slice of the trees when it
   gathers (:class:`RankZeroOnly`, launched through ``mpi_rank --rank-class``): half a forest.
+* ``threads_onejob``: the threads forest built with ``n_jobs=1`` instead of the worker count:
+  the same trees (parity ok), grown one at a time. Its result must record about one core
+  used over the speed windows, and the table say "ran on ~1 core"
+  (``tests/test_one_core.py``).
 * ``fedavg_client0``: federated averaging whose server keeps client 0's weights instead of the
   sample-weighted average (:class:`KeepsClientZero`): on a non-IID split client 0 has seen a
   skewed class mix, so held-out accuracy falls far outside serial's measured spread.
@@ -41,6 +45,12 @@ class OtherSeedThreadsSession(ThreadsSession):
             return est.fit(data.x_train, data.y_train)
 
 
+class OneJobThreadsSession(ThreadsSession):
+    @property
+    def n_jobs(self) -> int:
+        return 1  # the worker count asked for is ignored: the forest is grown serially
+
+
 class RankZeroOnly(Rank):
     """Rank 0 answers with its own slice only: the other ranks' trees are dropped."""
 
@@ -68,6 +78,13 @@ class OtherSeedThreads(Threads):
     name: ClassVar[str] = "threads_seed1"
     description: ClassVar[str] = "planted bug: the threads forest with random_state = seed + 1"
     session_class = OtherSeedThreadsSession
+
+
+@methods.register
+class OneJobThreads(Threads):
+    name: ClassVar[str] = "threads_onejob"
+    description: ClassVar[str] = "planted bug: the threads forest with n_jobs=1, not workers"
+    session_class = OneJobThreadsSession
 
 
 @methods.register

@@ -1,4 +1,4 @@
-"""Planted bugs for the run-level parity checks: six broken torch methods, one mistake each.
+"""Planted bugs for the run-level parity checks: nine broken torch methods, one mistake each.
 
 Usage (a test plugin, loaded like every plugin)::
 
@@ -17,8 +17,24 @@ Usage (a test plugin, loaded like every plugin)::
 * ``fsdp_nosync``: FSDP2 with gradient synchronisation turned off (no reduce-scatter).
 * ``ddp_staleeval``: DDP that trains correctly but scores a copy of the untrained model: the
   trajectory matches serial's, the held-out quality check must fail it.
+* ``ddp_nobiasdigest``: DDP whose weight digest leaves the biases out: parity must refuse to
+  compare a digest that covers less than the model ("digest coverage").
+* ``ddp_staleorder``: DDP whose sampler cuts every epoch's shards from epoch 0's order: the
+  first steps match serial's, epoch 2's loss and the final weights do not.
+* ``ddp_halfeval``: DDP that trains correctly but scores half of the held-out set: the same
+  weights as serial's, another quality ("evaluation").
+* ``ddp_globalcount``: DDP that trains correctly but whose ranks each report the global
+  count (their samples x the world size) for every epoch and window: samples/s doubled at 2
+  workers. The lifecycle's check against the loaders' own count must fail the case
+  (``tests/test_samples_crosscheck.py``).
+* ``tp_noreduce`` (gpt, tensor parallelism): tp whose row-parallel layers (attention's ``wo``,
+  the MLP's ``proj``) hand on their partial sums, never all-reduced over the tensor ranks.
+* ``tp_wrongshard`` (gpt): tp whose tensor rank 1 sees its replica's samples one place off
+  (the batch order rolled by one), so its column shards compute other sequences' features.
 
 Every one must show parity FAILED on the trajectory (``tests/test_planted_bugs_torch.py``).
+The tensor-parallel two show the one-file recipe for a variant of that family: a rank program
+that changes one thing (the row-parallel style, or the shard), a session naming it, a method.
 """
 
 from __future__ import annotations
@@ -26,15 +42,18 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from torch.distributed.tensor.parallel import RowwiseParallel
 
 from parabench.config import RunConfig
-from parabench.method import Session
+from parabench.method import EpochStats, Session
 from parabench.methods.ddp import DDP, DDPProgram, DDPSession
 from parabench.methods.fsdp import FSDP, FSDPProgram, FSDPSession
 from parabench.methods.pipeline import Pipeline
+from parabench.methods.tp import TensorParallel
 from parabench.registry import methods
 from parabench.torch.pipeline import MicrobatchLoss, PipelineProgram
 from parabench.torch.staged import PipelineSession
+from parabench.torch.tensor_parallel import TensorParallelProgram, TensorParallelSession
 from parabench.workload import Workload
 
 
@@ -130,7 +149,53 @@ class StaleEvalProgram(DDPProgram):
         return self.workload.score(predict(self.stale, self.x_test), self.y_test)
 
 
+class NoBiasDigestProgram(DDPProgram):
+    """Trains correctly; its weight digest leaves the biases out."""
+
+    def digest(self) -> dict[str, Any] | None:
+        from parabench.torch.loop import weight_digest
+
+        state = {k: v for k, v in self.state_dict().items() if not k.endswith("bias")}
+        return weight_digest(state) if self.ctx.rank == 0 else None
+
+
+class StaleOrderProgram(DDPProgram):
+    """Every epoch's shard is cut from epoch 0's order (serial reshuffles every epoch)."""
+
+    def shard(self, epoch: int) -> torch.Tensor:
+        from parabench.torch.loop import epoch_order
+
+        return self.share(epoch_order(self.n, self.config.seed, 0))
+
+
+class HalfEvalProgram(DDPProgram):
+    """Trains correctly; scores only the first half of the held-out set."""
+
+    def evaluate(self) -> float | None:
+        from parabench.torch.loop import predict
+
+        if self.ctx.rank != 0:
+            return None
+        half = len(self.x_test) // 2
+        outputs = predict(self.eval_model(), self.x_test[:half])
+        return self.workload.score(outputs, self.y_test[:half])
+
+
+_ddp_bug("ddp_nobiasdigest", NoBiasDigestProgram)
+_ddp_bug("ddp_staleorder", StaleOrderProgram)
+_ddp_bug("ddp_halfeval", HalfEvalProgram)
+class GlobalCountProgram(DDPProgram):
+    """Each rank reports its samples x the world size (a per-rank vs global mix-up)."""
+
+    def _train(self, *args: Any, **kwargs: Any) -> EpochStats:
+        import dataclasses
+
+        stats = super()._train(*args, **kwargs)
+        return dataclasses.replace(stats, samples=stats.samples * self.ctx.world_size)
+
+
 _ddp_bug("ddp_sum", SumProgram)
+_ddp_bug("ddp_globalcount", GlobalCountProgram)
 _ddp_bug("ddp_staleeval", StaleEvalProgram)
 _ddp_bug("ddp_noreduce", NoReduceProgram)
 _ddp_bug("ddp_unsharded", UnshardedProgram)
@@ -151,3 +216,36 @@ class PipelineUnscaled(Pipeline):
 
     def session(self, workload: Workload, config: RunConfig) -> Session:
         return UnscaledSession(workload, config, self.stages_for(config))  # type: ignore[arg-type]
+
+
+class NoReduceRowwise(RowwiseParallel):
+    """Row-parallel, but each rank's partial sum goes on as if it were the whole output."""
+
+    @staticmethod
+    def _prepare_output_fn(output_layouts: Any, use_local_output: bool, mod: Any,
+                           outputs: Any, device_mesh: Any) -> Any:
+        return outputs.to_local()  # the all-reduce (redistribute to Replicate) is missing
+
+
+class NoReduceTPProgram(TensorParallelProgram):
+    rowwise = NoReduceRowwise
+
+
+class WrongShardTPProgram(TensorParallelProgram):
+    """Tensor rank 1 gets its replica's samples rolled by one place."""
+
+    def share(self, order: torch.Tensor) -> torch.Tensor:
+        mine = super().share(order)
+        return mine.roll(1) if self.tp_rank == 1 else mine
+
+
+def _tp_bug(name: str, program: type) -> None:
+    session = type(f"{program.__name__}Session", (TensorParallelSession,),
+                   {"program": program, "__module__": __name__})
+    methods.register(type(f"{program.__name__}Method", (TensorParallel,), {
+        "name": name, "description": f"planted bug: {program.__doc__ or name}",
+        "session_class": session, "__module__": __name__}))
+
+
+_tp_bug("tp_noreduce", NoReduceTPProgram)
+_tp_bug("tp_wrongshard", WrongShardTPProgram)

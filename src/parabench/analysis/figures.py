@@ -55,7 +55,7 @@ def seconds_per_sample(r: Result) -> float | None:
 
 
 #: how a recommendation from busy-only measurements is qualified
-BUSY_WARNING = "measured only on a busy machine (load above the cores in use)"
+BUSY_WARNING = "measured only on a busy machine (other processes took cores the case needed)"
 
 
 def recorded_busy(r: Result) -> bool:

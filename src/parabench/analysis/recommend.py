@@ -12,10 +12,10 @@ candidates that failed parity, or whose parity was never checked (no serial case
 with), are listed as such. Speedup is against the serial candidate with the same total cores
 (workers x threads), batch and data options (:func:`parabench.analysis.ratios.find_baseline`; no
 other run stands in), with a bootstrap CI over the samples of both (see
-:mod:`parabench.analysis.stats`). A recommendation measured only on a busy machine (load above
-the cores in use, ``Result.machine.busy``) says so. The runner-up is the best qualifying
-candidate of another method; the two differ significantly when a two-sided Mann-Whitney test
-gives p < 0.05.
+:mod:`parabench.analysis.stats`). A recommendation measured only on a busy machine (other
+processes took cores the case needed, ``Result.machine.busy``) says so. The runner-up is
+the best qualifying candidate of another method; the two differ significantly when a
+two-sided Mann-Whitney test gives p < 0.05.
 """
 
 from __future__ import annotations
@@ -144,12 +144,18 @@ def _severity(p: Parity) -> tuple[bool, float]:
 
 
 def parity_text(p: Parity) -> str:
-    """One verdict with its evidence: ``ok w 2e-7``, ``FAILED loss 3e-2 w 6e-3``,
-    ``ok identical``, ``FAILED differs``, ``ok``, ``FAILED -0.210`` (the quality gap)."""
+    """One verdict with its evidence: ``ok w 2e-7``, ``FAILED loss 3e-2 w 6e-3``, what else
+    differed (``FAILED digest coverage``, ``FAILED final w 3e-2``, ``FAILED epoch 2 loss``,
+    ``FAILED evaluation +0.016``), ``ok identical``, ``FAILED differs``, ``ok``,
+    ``FAILED -0.210`` (the quality gap)."""
     ok = p.status == "ok"
     basis = p.basis or "quality"
     gap = p.gap or 0.0
     if basis == "trajectory":
+        if not ok and p.differs == "final weights" and p.final_weight_rel_l2 is not None:
+            return f"FAILED final w {_sci(p.final_weight_rel_l2)}"
+        if not ok and p.differs and p.differs != "first steps":  # says what differed
+            return f"FAILED {p.differs}"
         if p.loss_rel_max is None or p.weight_rel_l2 is None:  # e.g. other traced steps
             return "ok" if ok else "FAILED steps differ"
         loss, weight = p.loss_rel_max, p.weight_rel_l2

@@ -1,4 +1,4 @@
-"""Statistics the report and ``parabench compare`` share: samples, CIs, significance, Amdahl.
+"""Statistics the report and the recommendation read: samples, CIs, significance, Amdahl.
 
 Usage::
 
@@ -13,7 +13,8 @@ Throughput is samples per second. With two or more repeats of a case the samples
 per-repeat throughputs (repeats are independent runs); with one repeat they are the steady
 speed windows of that run (the warm-up window dropped; results without windows: the steady
 epochs, the first dropped), which share a process and so understate the run-to-run spread:
-reports say which was used (``Samples.unit``).
+reports say which was used (``Samples.unit``). ``parabench compare`` judges speed at both levels
+instead, runs and the windows within each (:mod:`parabench.analysis.levels`).
 """
 
 from __future__ import annotations

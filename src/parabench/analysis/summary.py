@@ -23,6 +23,10 @@ from parabench.case.result import Result
 #: the reason Method.check gives for a workload the method cannot train at all
 UNSUPPORTED_MARK = " does not support workload "
 REASON_WIDTH = 100
+#: a CPU case that asked for more cores but whose processes used at most this many per wall
+#: second over its speed windows (``Result.window_cores``), on a machine that was not busy,
+#: "ran on ~1 core": a warning, not a failure (an I/O-bound engine may do so honestly)
+ONE_CORE = 1.3
 TO_TARGET = "to target"
 
 
@@ -59,7 +63,7 @@ class Row:
     missing: tuple[str, ...] = ()
     #: False: every repeat's epoch time is its single epoch's, which includes the warm-up
     steady: bool = True
-    #: "load X > cores in use Y" when measured on a busy machine; "" otherwise
+    #: why it counts as measured on a busy machine (:func:`_busy`); "" otherwise
     busy: str = ""
     quality: str = ""
     parity: str = "-"
@@ -95,19 +99,33 @@ def one_line(text: str, width: int = REASON_WIDTH) -> str:
     return first if len(first) <= width else first[: width - 3] + "..."
 
 
+def one_core(rs: list[Result], device: str, cores: int) -> str:
+    """'ran on ~1 core (1.02 CPU s per wall s, 2 asked)' when a CPU case that asked for more
+    than one core kept about one busy (ONE_CORE, median over the repeats taken on a machine
+    that was not busy: there the cores were free), else ''."""
+    used = [r.window_cores for r in rs if r.window_cores is not None and not recorded_busy(r)]
+    if device != "cpu" or cores <= 1 or not used or statistics.median(used) > ONE_CORE:
+        return ""
+    return f"ran on ~1 core ({statistics.median(used):.2f} CPU s per wall s, {cores} asked)"
+
+
 def _busy(rs: list[Result], cores: int) -> str:
-    """'load 5.2 > cores in use 2' (with 'k/n repeats' when not all), or ''."""
+    """The evidence :func:`parabench.case.machine.is_busy` judged, as it judged it: other
+    processes' CPU during the case where it was measured, else the load before the case:
+    'other processes used 1.50 cores, 2 of 2 in use' / 'load 5.2 before the case, 2 of 2 in
+    use' (with 'k/n repeats' when not all), or ''. Not "load > cores in use": with the CPU
+    share measured, the load does not decide and may well be below the cores in use."""
     busy = [r for r in rs if recorded_busy(r)]
     if not busy:
         return ""
     machines = [r.machine for r in busy if r.machine]
-    loads = [v for m in machines for v in (m.load_1m_before, m.load_1m_after)
-             if isinstance(v, int | float)]
     others = [m.other_cores for m in machines if isinstance(m.other_cores, int | float)]
-    cores = next((m.cores_in_use for m in machines if isinstance(m.cores_in_use, int)), cores)
-    text = (f"load {max(loads):.1f} > cores in use {cores}" if loads
-            else f"busy (cores in use {cores})")
-    text += f", other processes used {max(others):.2f} cores" if others else ""
+    loads = [m.load_1m_before for m in machines if isinstance(m.load_1m_before, int | float)]
+    in_use = next((m.cores_in_use for m in machines if isinstance(m.cores_in_use, int)), cores)
+    total = next((m.cores for m in machines if isinstance(m.cores, int)), None)
+    text = (f"other processes used {max(others):.2f} cores" if others
+            else f"load {max(loads):.1f} before the case" if loads else "busy")
+    text += f", {in_use} of {total} in use" if total else f", {in_use} cores in use"
     return text + (f", {len(busy)}/{len(rs)} repeats" if len(busy) < len(rs) else "")
 
 
@@ -156,7 +174,8 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
             steady=any(_steady(r) for r in ok),
             busy=_busy(ok, total_cores(workers, threads)),
             quality=f"{q_name} {statistics.median(qualities):.4f}" if qualities else "",
-            note=f"{failed} repeat(s) not ok" if failed else "",
+            note="; ".join(n for n in (f"{failed} repeat(s) not ok" if failed else "",
+                                       one_core(ok, device, total_cores(workers, threads))) if n),
             **dict(zip(("peak_mb", "peak_is_rss"), peak_memory(ok), strict=True)),
             peak_gpu_mb=_median(r.peak_gpu_mb for r in ok),
             fastest=key in fastest,

@@ -133,6 +133,7 @@ def _windows(lifecycle: CaseLifecycle) -> dict[str, Any]:
         return {}
     session, steps, asked = lifecycle.session, lifecycle.window_steps, lifecycle.windows_asked()
     return {"window_s": [s.seconds for s in lifecycle.windows],
+            "window_cores": lifecycle.window_cores,
             "window_samples": [s.samples for s in lifecycle.windows],
             "window": Window(unit=session.window_unit if session else "epoch", steps=steps,
                              steps_source="--steps" if lifecycle.config.steps else "auto",

@@ -55,7 +55,7 @@ from parabench.case.bootstrap import ci_half_pct, median_ci
 from parabench.case.clock import Clock, Stopwatch
 from parabench.case.energy import EnergyMeter
 from parabench.case.launcher import POOL, Launcher, launching
-from parabench.case.measure import tree_cpu_seconds
+from parabench.case.measure import CpuRate, tree_cpu_seconds
 from parabench.case.target import TargetTracker
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Method, Session
@@ -115,6 +115,16 @@ def device_sync(session: Session, config: RunConfig) -> Callable[[], None] | Non
     return sync
 
 
+def checked_samples(stats: EpochStats, what: str) -> EpochStats:
+    """``stats``, if it claims the samples its loaders served (``EpochStats.served``); else
+    the case fails with both figures (a per-rank count taken for a global one, say)."""
+    if stats.served is not None and stats.served != stats.samples:
+        raise RuntimeError(
+            f"{what}: the session claims {stats.samples} samples but its data loaders served "
+            f"{stats.served}: throughput would be wrong")
+    return stats
+
+
 @dataclass(kw_only=True)
 class CaseLifecycle:
     """One case's session from start to close; see the module doc."""
@@ -139,6 +149,8 @@ class CaseLifecycle:
     window_steps: int | None = None
     #: the last epoch run, warm-up ones included (the first guess of a window's steps)
     last_epoch: EpochStats | None = None
+    #: CPU seconds per wall second of the case's process tree over the steady windows
+    window_cores: float | None = None
 
     def reason(self) -> str | None:
         """Why this case cannot run here (None: it can)."""
@@ -157,7 +169,7 @@ class CaseLifecycle:
         """One window: the session's epoch, energy counters read around it."""
         session = self._started()
         before = self.meter.read() if self.meter else None
-        stats = session.train_epoch(self.epochs_run)
+        stats = checked_samples(session.train_epoch(self.epochs_run), f"epoch {self.epochs_run}")
         if self.meter:
             self.meter.add_epoch(before, self.meter.read())
         self.epochs_run += 1
@@ -203,7 +215,8 @@ class CaseLifecycle:
             # first guess from the last epoch (its first steps are warm-up: a low guess)
             last = self.last_epoch
             steps = steps_for(last, session.batch_size) if last else 1
-        stats = session.train_window(len(self.windows), steps)
+        stats = checked_samples(session.train_window(len(self.windows), steps),
+                                f"speed window {len(self.windows)}")
         if session.window_unit == "steps" and stats.samples != steps * (session.batch_size or 0):
             # a rank training the whole window (or none of it) would misstate samples/s
             raise RuntimeError(
@@ -257,15 +270,17 @@ class CaseLifecycle:
         say(f"speed: {wanted} windows of {unit} after a warm-up window "
             f"of {self.windows[0].seconds:.3f}s")
         spent = 0.0
-        for k in range(max(wanted, most)):
-            if k >= MIN_WINDOWS and spent >= WINDOW_BUDGET_S:
-                say(f"speed: stopped after {k} windows ({spent:.1f}s budget spent)")
-                break
-            if k >= wanted and not self.ci_wide():
-                break
-            if k == wanted:
-                say(f"speed: CI wider than {CI_TARGET:.0%}, up to {most - k} more windows")
-            spent += self.window().seconds
+        with CpuRate(os.getpid()) as rate:  # the cores the case's processes really kept busy
+            for k in range(max(wanted, most)):
+                if k >= MIN_WINDOWS and spent >= WINDOW_BUDGET_S:
+                    say(f"speed: stopped after {k} windows ({spent:.1f}s budget spent)")
+                    break
+                if k >= wanted and not self.ci_wide():
+                    break
+                if k == wanted:
+                    say(f"speed: CI wider than {CI_TARGET:.0%}, up to {most - k} more windows")
+                spent += self.window().seconds
+        self.window_cores = rate.cores
         rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
         if rates:
             say(f"speed: median {statistics.median(rates):,.0f} samples/s "

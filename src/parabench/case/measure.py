@@ -168,6 +168,25 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+class CpuRate:
+    """``with CpuRate(pid) as rate: ...``; then ``rate.cores``: the CPU seconds the tree of
+    ``pid`` used per wall second inside the block (None: no wall time), the cores it really
+    kept busy (a "parallel" case near 1.0 ran serially)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.cores = pid, None
+        self._cpu0, self._watch = 0.0, Stopwatch()
+
+    def __enter__(self) -> CpuRate:
+        self._cpu0, self._watch = tree_cpu_seconds(self.pid), Stopwatch()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = self._watch.seconds()
+        cpu = tree_cpu_seconds(self.pid) - self._cpu0
+        self.cores = round(cpu / wall, 3) if wall > 0 else None
+
+
 def _rusage_cpu_s(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime

@@ -137,6 +137,15 @@ class Parity(Record):
     loss_rel_max: float | None = None
     weight_rel_l2: float | None = None
     worst_parameter: str | None = None
+    #: what differed from the baseline when it failed: "digest coverage", "steps", "first
+    #: steps", "final weights", "epoch K loss", "evaluation +G" (the trajectory's verdicts)
+    differs: str | None = None
+    #: the whole run: the final (evaluated) weights and every epoch's training loss
+    final_weight_rel_l2: float | None = None
+    final_graded: bool | None = None
+    epoch_loss_rel_max: float | None = None
+    #: what of the whole run was not graded, and why (past the measured drift horizon)
+    whole_run_note: str | None = None
     # basis "predictions" (seed-exact forests)
     identical: bool | None = None
     predictions_sha: str | None = None
@@ -146,11 +155,21 @@ class Parity(Record):
 @dataclass(frozen=True, kw_only=True)
 class Trace(Record):
     """The first ``steps`` steps' training losses and a weight digest after them
-    (``{param: {"sum": s, "norm": n, "proj": [...]}}``, see the trajectory module)."""
+    (``{param: {"sum": s, "norm": n, "proj": [...], "numel": e}}``, see the trajectory
+    module), the coverage figures, and the digest of the final (evaluated) weights."""
 
     steps: int
     losses: list[float]
     digest: dict[str, dict[str, Json]] = field(default_factory=dict)
+    #: what ``digest`` covered ({"tensors": T, "elements": E}) and what the model has (its
+    #: floating-point parameters and persistent buffers, counted from the module); None in
+    #: results recorded before digests said so
+    covered: dict[str, int] | None = None
+    model: dict[str, int] | None = None
+    #: the digest of the weights the held-out evaluation scored (the end of training), and
+    #: what it covered
+    final_digest: dict[str, dict[str, Json]] | None = None
+    final_covered: dict[str, int] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -101,6 +101,11 @@ class Result:
     peak_pss_mb: float | None = None
     peak_gpu_mb: float | None = None
     cpu_efficiency: float | None = None
+    #: CPU seconds the case's processes used per wall second over the steady speed windows
+    #: (the cores really kept busy; None: no windows, or not measurable, e.g. under torchrun);
+    #: near 1 on a case that asked for more, on a machine that was not busy, the table says
+    #: ``ran on ~1 core`` (parabench.analysis.summary.one_core)
+    window_cores: float | None = None
     wall_s: float | None = None
     #: seconds per epoch of each time component (data, forward, backward, optimizer,
     #: communication, idle: whatever the method measures), aligned with ``epoch_s``

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, ClassVar
 from parabench.method import Session
 from parabench.registry import methods
 from parabench.torch.data_parallel import DataParallelMethod, DataParallelProgram
-from parabench.torch.parallelize import apply_fsdp
+from parabench.torch.parallelize import apply_fsdp, shard_units
 from parabench.torch.session import DistributedTorchSession
 
 if TYPE_CHECKING:
@@ -37,6 +37,11 @@ class FSDPProgram(DataParallelProgram):
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return apply_fsdp(model)
+
+    def compile_units(self, model: torch.nn.Module) -> list[torch.nn.Module] | None:
+        """The shard units: TorchDynamo skips FSDP2's hooks, so only a unit's own forward,
+        run inside them, can be compiled (:mod:`parabench.torch.knobs`)."""
+        return shard_units(model)
 
 
 class FSDPSession(DistributedTorchSession):

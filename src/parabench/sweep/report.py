@@ -40,7 +40,7 @@ lines wrap at 120. Columns:
   leaves the ratio ``-`` and a legend line says what to add. Baselines come from the same
   results or, failing that, from ``baselines`` (e.g. the serial cases already in ``--out``).
 
-``!`` marks a time measured on a busy machine (load above the cores in use). The parity
+``!`` marks a time measured on a busy machine (others took its cores). The parity
 column shows the evidence (:func:`parabench.analysis.recommend.parity_text`). ``*`` marks the
 fastest configuration whose parity holds (:mod:`parabench.analysis.recommend`). Cases a method
 cannot run at all (an unsupported workload) collapse into one ``n/a`` line; every other reason shows
@@ -76,6 +76,8 @@ __all__ = ["REASON_WIDTH", "TABLE_WIDTH", "TO_TARGET", "UNSUPPORTED_MARK", "Row"
 
 #: the compact table and every legend line fit a terminal this wide
 TABLE_WIDTH = 120
+#: marks an ok row whose note (e.g. "ran on ~1 core (...)") is printed below the table
+NOTE_MARK = "†"
 #: columns the compact table lifts into its title line when every row has the same value
 LIFTABLE = ("workload", "device", "profile", "batch", "options", "n")
 #: columns only the wide table has; OPTIONAL: dropped, in order, while it is still too wide
@@ -102,7 +104,7 @@ def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
     epoch += ("" if r.steady or r.epoch_s is None else " ~") + (" !" if r.busy else "")
     tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
     if r.status == "ok" and r.note:
-        tail += f" [{r.note}]"
+        tail += " " + NOTE_MARK  # the note itself is a footnote: it would widen every row
     return (r.workload, r.method + (" *" if r.fastest else ""), r.device,
             f"{r.workers}x{r.threads}" if r.threads else str(r.workers),
             str(r.batch_size), r.profile, r.options, str(r.repeats), epoch,
@@ -249,6 +251,8 @@ def legend(rows: list[Row]) -> list[str]:
         if r.busy:
             lines.append(f"! {r.workload}/{r.method} {r.workers}x{r.threads}: measured on a busy "
                          f"machine: {r.busy}")
+        if r.note:
+            lines.append(f"{NOTE_MARK} {r.workload}/{r.method} {r.workers}x{r.threads}: {r.note}")
     return [w for line in lines for w in _wrap(line)]  # each within TABLE_WIDTH
 
 

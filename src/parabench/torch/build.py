@@ -1,6 +1,7 @@
 """Setting up a torch case: device, tensors, seeded model, batch size (incl. ``auto``), FLOPs.
 
-The FLOPs per sample are counted once per architecture and kept in :mod:`parabench.cache`.
+The FLOPs per sample are the workload's formula (``model_flops_per_sample``: gpt's), else
+counted once per architecture and kept in :mod:`parabench.cache`.
 
 Usage (what every torch Session's ``start`` and every rank program does)::
 
@@ -8,7 +9,8 @@ Usage (what every torch Session's ``start`` and every rank program does)::
     case = build_case(workload, config, device)         # tensors, seeded model on device,
     case.batch_size, case.flops_per_sample              #   the batch, the FLOPs per sample
     case.reset_peaks()                                  # GPU peak counted from here
-    loop = case.loop(case.placed, case.batch_size)      # the shared TorchLoop
+    loop = case.loop(case.placed, case.batch_size)      # the shared TorchLoop (compiled:
+                                                        #   warmed up, :mod:`.knobs`)
     peak_gpu_mb(device)                                 # the peak since reset (None on CPU)
     # on ranks: build_case(..., world=ctx.world_size, count_flops=rank == 0): ``auto`` is
     # found on each rank and the smallest wins (one MIN all-reduce)
@@ -331,8 +333,17 @@ class TorchCase:
              ) -> TorchLoop:
         """The shared loop over ``model``; ``clock``: who times its epochs (default: a Clock
         that synchronises the first device)."""
-        return make_loop(self.workload, self.config, model, self.data, batch_size,
+        loop = make_loop(self.workload, self.config, model, self.data, batch_size,
                          self.devices[0], optimizer, clock)
+        if self.config.option("compile"):  # compile now, in start-up: not in a timed step
+            from parabench.case.clock import Stopwatch
+            from parabench.torch.knobs import graphs_compiled, warm_up_compiled
+
+            watch = Stopwatch()
+            warm_up_compiled(loop)
+            self.notes["compile_warmup_s"] = round(watch.seconds(), 3)
+            self.notes["compiled_graphs_startup"] = graphs_compiled()
+        return loop
 
 
 def build_case(
@@ -346,6 +357,7 @@ def build_case(
     place: Callable[[torch.nn.Module, TorchData], torch.nn.Module] | None = None,
     devices: list[torch.device] | None = None,
     threads: int | None = None,
+    knobs: bool = True,
 ) -> TorchCase:
     """Tensors, ``torch.manual_seed(seed)`` then the model, the batch and the FLOPs.
 
@@ -353,7 +365,9 @@ def build_case(
     would only repeat rank 0's count; ``on_host``: the model stays on the CPU (stages are cut
     from it); ``place``: what trains, built from the model before the batch is resolved on it;
     ``devices``: every device the case uses (peaks), default ``[device]``; ``threads``: torch's
-    intra-op threads in this process.
+    intra-op threads in this process; ``knobs``: apply the case's activation checkpointing
+    and compile to the model (:mod:`parabench.torch.knobs`) once the FLOPs and the batch are
+    found on the plain model (False: the caller applies them to the stages it cuts).
     """
     if threads is not None:
         torch.set_num_threads(threads)
@@ -364,11 +378,19 @@ def build_case(
     if not on_host:
         model = model.to(device)
     loss_fn = workload.loss_fn()
-    flops = cached_flops_per_sample(model, loss_fn, t.x, t.y) if count_flops else None
+    flops = None
+    if count_flops:  # the workload's formula where it has one, else counted
+        flops = workload.model_flops_per_sample(t.data)
+        if flops is None:
+            flops = cached_flops_per_sample(model, loss_fn, t.x, t.y)
     placed = place(model, t) if place is not None else model
     batch = resolve_batch_size(workload, config, placed, t, device, notes)
     if world is not None and config.batch_size == "auto":
         batch = agreed_batch(batch, device)
+    if knobs:
+        from parabench.torch.knobs import apply_knobs
+
+        notes.update(apply_knobs([model], config))
     return TorchCase(workload=workload, config=config, devices=devices or [device], data=t,
                      model=model, placed=placed, batch_size=batch, flops_per_sample=flops,
                      notes=notes)

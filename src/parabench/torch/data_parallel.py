@@ -32,8 +32,7 @@ Semantics, so that the run is mathematically serial's:
   of that batch, so the average is still serial's per-sample mean.
 * ``--batch-size auto``: every rank finds its own batch, the smallest wins, ``B = b x world``.
 
-Training is :class:`parabench.torch.loop.TorchLoop` over the wrapped model: one code path for
-serial and the data-parallel methods.
+Training is :class:`parabench.torch.loop.TorchLoop` over the wrapped model (serial's code path).
 """
 
 from __future__ import annotations
@@ -184,19 +183,32 @@ class DataParallelProgram(ABC):
     #: the communication timer of the wrapped model, when its parallelizer has one (DDP)
     comm: CommTimer | None = None
 
+    def data_position(self) -> tuple[int, int]:
+        """(this rank's data replica, the replicas): every rank its own (DDP, FSDP); the
+        tensor ranks of one replica share its shard (:mod:`parabench.torch.tensor_parallel`)."""
+        return self.ctx.rank, self.ctx.world_size
+
+    def counts_samples(self) -> bool:
+        """Whether this rank reports its replica's samples, loss and trace (one per replica)."""
+        return True
+
     def __init__(self, ctx: RankContext, *, workload: str, config: dict[str, Any]) -> None:
         from parabench.registry import workloads
         from parabench.torch.build import build_case
-        from parabench.torch.loop import trace_steps
+        from parabench.torch.loop import model_size, trace_steps
         from parabench.torch.parallelize import global_batchnorm
 
         self.ctx = ctx
         self.config = cfg = RunConfig.from_dict(config)
+        self.replica, self.replicas = self.data_position()
         self.workload: TorchWorkload = workloads.get(workload)
         self.device = ctx.torch_device()
         # rank 0 reports the FLOPs; counting costs seconds that every other rank would repeat
         self.case = case = build_case(self.workload, cfg, self.device, world=ctx.world_size,
-                                      count_flops=ctx.rank == 0)
+                                      count_flops=ctx.rank == 0, knobs=False)
+        from parabench.torch.knobs import apply_knobs
+
+        case.notes.update(apply_knobs([case.model], cfg, units=self.compile_units(case.model)))
         self.notes: dict[str, Any] = dict(case.notes)
         self.samples_per_epoch = case.samples_per_epoch
         self.n = len(case.data.x)
@@ -205,29 +217,35 @@ class DataParallelProgram(ABC):
         self.batch_size, self.local_batch = self._batch_sizes(case.batch_size)
         case.reset_peaks()
         self.inner = case.model
-        if ctx.world_size > 1 and (synced := global_batchnorm(case.model)):
+        if self.replicas > 1 and (synced := global_batchnorm(case.model)):
             self.notes["batchnorm"] = f"{synced} layer(s) with global-batch statistics"
         self.model = self.wrap(case.model)
-        self.loop = case.loop(self.model, self.local_batch)
+        self.loop = case.loop(self.model, self.local_batch)  # compiled: warmed up here
+        self.notes.update(case.notes)
         self.loop.trace_steps = trace_steps(self.n, self.batch_size)
         self.loop.digest_fn = self.digest
-        check_split_batch_grading(self.workload, self.inner, ctx.world_size,
+        self.loop.model_size = model_size(self.inner)
+        check_split_batch_grading(self.workload, self.inner, self.replicas,
                                   "each rank's shard", batchnorm_synced=True)
-        scales = step_scales(self.n, self.batch_size, ctx.rank, ctx.world_size)
+        scales = step_scales(self.n, self.batch_size, self.replica, self.replicas)
         if any(s != 1.0 for s in scales):
             self.loop.loss_fn = self.weighted = _ShareWeightedLoss(self.loop.loss_fn, scales)
             self.notes["last_batch_weighted"] = True
 
     def _batch_sizes(self, batch: int) -> tuple[int, int]:
-        """(global, per-rank) batch from the case's (``auto``: per rank, agreed by all)."""
-        world = self.ctx.world_size
+        """(global, per-replica) batch from the case's (``auto``: per rank, agreed by all)."""
+        world = self.replicas
         if self.config.batch_size != "auto":
             if batch % world:
-                raise ValueError(f"global batch {batch} is not divisible by {world} workers")
+                raise ValueError(f"global batch {batch} is not divisible by {world} replicas")
             return batch, batch // world
         # a per-rank batch beyond the rank's shard would only be a smaller last step
         local = min(batch, max(1, self.n // world))
         return local * world, local
+
+    def compile_units(self, model: torch.nn.Module) -> list[torch.nn.Module] | None:
+        """The modules whose forwards ``--compile on`` compiles (None: the whole model)."""
+        return None
 
     @abstractmethod
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -243,8 +261,9 @@ class DataParallelProgram(ABC):
         return self.share(epoch_order(self.n, self.config.seed, epoch))
 
     def share(self, order: torch.Tensor) -> torch.Tensor:
-        """This rank's samples of a global order: ``[rank::world]`` of every global batch."""
-        return order[self.ctx.rank :: self.ctx.world_size]
+        """This rank's samples of a global order: ``[replica::replicas]`` of every global
+        batch (``[rank::world]`` under plain data parallelism)."""
+        return order[self.replica :: self.replicas]
 
     # -- the protocol DistributedTorchSession calls ------------------------------------------
 
@@ -298,7 +317,10 @@ class DataParallelProgram(ABC):
         # the trace's digest (first epoch only) is not training: its seconds are left out
         seconds -= self.loop.trace_s
         components = partition(self.epoch_components(stats.components), seconds)
-        return dataclasses.replace(stats, seconds=seconds, components=components)
+        stats = dataclasses.replace(stats, seconds=seconds, components=components)
+        if not self.counts_samples():  # another rank of this replica counts its samples
+            stats = dataclasses.replace(stats, loss=0.0, samples=0, served=0)
+        return stats
 
     def digest(self) -> dict[str, Any] | None:
         """The weight digest after step K: every rank gathers (FSDP), rank 0 reports."""
@@ -308,8 +330,9 @@ class DataParallelProgram(ABC):
         return weight_digest(state) if self.ctx.rank == 0 else None
 
     def trace(self) -> dict[str, Any] | None:
-        """This rank's trace piece: its shard's loss sums (and, on rank 0, the digest)."""
-        return self.loop.trace_piece
+        """This rank's trace piece: its shard's loss sums (and, on rank 0, the digest); None
+        where another rank of the replica reports them."""
+        return self.loop.trace_piece if self.counts_samples() else None
 
     def evaluate(self) -> float | None:
         from parabench.torch.loop import predict
@@ -345,6 +368,11 @@ class DataParallelMethod(Method):
     options: ClassVar[Mapping[str, OptionSpec]] = TORCH_OPTIONS
     session_class: ClassVar[type[Session]]
 
+    def replicas(self, config: RunConfig) -> int:
+        """Data replicas the global batch is split into: one per worker here (tensor
+        parallelism's replicas span several workers)."""
+        return config.workers
+
     def check(self, workload: Workload, config: RunConfig) -> str | None:
         if (reason := super().check(workload, config)) is not None:
             return reason
@@ -352,16 +380,19 @@ class DataParallelMethod(Method):
         local = active_launcher().local_ranks(config.workers)
         if config.device == "cuda" and local > (gpus := hardware.cuda_device_count()):
             return f"{self.name} uses one GPU per worker: {local} asked, {gpus} here"
-        total = global_batch(workload, config)
-        if total != "auto" and int(total) % config.workers:
-            return (f"global batch {total} is not divisible by {config.workers} workers "
-                    f"(each rank trains on B / workers)")
+        total, replicas = global_batch(workload, config), self.replicas(config)
+        if total != "auto" and int(total) % replicas:
+            if replicas == config.workers:
+                return (f"global batch {total} is not divisible by {replicas} workers "
+                        f"(each rank trains on B / workers)")
+            return (f"global batch {total} is not divisible by {replicas} data replicas "
+                    f"(each replica's ranks train on B / replicas)")
         return None
 
     def grading(self, workload: Workload, config: RunConfig) -> Grading:
         """Statistical where each rank's shard changes the mathematics (BatchNorm, a
         token-mean loss): :func:`split_batch_grading`."""
-        return (split_batch_grading(workload, config.workers, "each rank's shard",
+        return (split_batch_grading(workload, self.replicas(config), "each rank's shard",
                                     batchnorm_synced=True)
                 or super().grading(workload, config))
 

@@ -183,6 +183,7 @@ class FedAvgProgram:
                                optimizer=self.workload.make_optimizer(model.parameters()))
                         for i in mine]
         self.loop = case.loop(model, self.batch_size, optimizer=self.clients[0].optimizer)
+        self.notes.update(case.notes)  # the compile warm-up's
         self._state = _ModelState(model)
         self.global_weights = self._state.snapshot()
 
@@ -299,7 +300,9 @@ class FedAvgProgram:
         components.update(exchange)
         components = partition(components, seconds)  # the passes' own "other" recomputed
         loss = sum(p.loss * p.samples for p in passes) / samples
-        return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components)
+        served = [p.served for p in passes]  # the loop's own counts, checked by the lifecycle
+        return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components,
+                          served=None if None in served else sum(s or 0 for s in served))
 
     def evaluate(self) -> float | None:
         from parabench.torch.loop import predict

@@ -239,6 +239,8 @@ def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "
               "extra": {**pss_extra, "launcher": "torchrun",
                         "world_size": int(os.environ["WORLD_SIZE"]),
                         "nnodes": len(set(hosts)) or None}}
+    # one rank's process tree is not the case's: its cores would read as a serial run
+    result = dataclasses.replace(result, window_cores=None)
     return stamped(result, memory=memory,
                    measured=None if watch is None else watch.finish(case_cpu_s=None),
                    settings=thread_settings(os.environ, policy_source,

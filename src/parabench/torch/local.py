@@ -48,20 +48,21 @@ class LocalTorchSession(Session):
     def start(self) -> None:
         self.case = case = self.build()
         self.device = case.devices[0]
-        self.notes.update(case.notes)
         self.samples_per_epoch = case.samples_per_epoch
         self.x_test, self.y_test = case.data.x_test, case.data.y_test
         self.batch_size, self.flops_per_sample = case.batch_size, case.flops_per_sample
         case.reset_peaks()
         self.loop = case.loop(case.placed, self.batch_size, clock=self.loop_clock())
+        self.notes.update(case.notes)  # the loop's compile warm-up included
         self._trace(case)
 
     def _trace(self, case: TorchCase) -> None:
         """Trace the first epoch: the workload model's own state_dict names (not the stages')."""
-        from parabench.torch.loop import trace_steps, weight_digest
+        from parabench.torch.loop import model_size, trace_steps, weight_digest
 
         self.loop.trace_steps = trace_steps(len(case.data.x), self.batch_size)
         self.loop.digest_fn = lambda: weight_digest(case.model.state_dict())
+        self.loop.model_size = model_size(case.model)
 
     def loop_clock(self) -> Clock | None:
         """Who times the loop's epochs: the harness's clock."""
@@ -104,8 +105,11 @@ class LocalTorchSession(Session):
             self.trace = merge_trace([self.loop.trace_piece])
 
     def evaluate(self) -> float:
-        from parabench.torch.loop import predict
+        from parabench.torch.loop import predict, weight_digest
+        from parabench.torch.session import with_final_digest
 
+        if self.loop.digest_fn is not None:  # the weights this evaluation scores
+            self.trace = with_final_digest(self.trace, weight_digest(self.case.model.state_dict()))
         outputs = predict(self.loop.model, self.x_test).to(self.y_test.device)
         self.peak_gpu_mb()  # per-device peaks into notes while the result still reads them
         return self.workload.score(outputs, self.y_test)
@@ -142,8 +146,13 @@ class ModelParallelSession(LocalTorchSession):
             return place_stages(self.plan.modules, names)
 
         # the whole model stays on the host: its stages move to their devices when placed
-        return build_case(self.workload, self.config, self.devices[0], on_host=True,
-                          place=place, devices=self.devices, threads=self.threads_per_worker)
+        case = build_case(self.workload, self.config, self.devices[0], on_host=True,
+                          place=place, devices=self.devices, threads=self.threads_per_worker,
+                          knobs=False)
+        from parabench.torch.knobs import apply_knobs
+
+        case.notes.update(apply_knobs(list(case.placed.stages), self.config))  # per stage
+        return case
 
     def start(self) -> None:
         from parabench.torch.parallelize import TargetsToOutput

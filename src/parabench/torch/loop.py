@@ -196,8 +196,13 @@ class TorchLoop:
         self.trace_steps = 0
         self.digest_fn: Callable[[], dict[str, Any] | None] | None = None
         self.trace_piece: dict[str, Any] | None = None
+        #: the model's size (:func:`model_size`), which the digest's coverage is checked against
+        self.model_size: dict[str, int] | None = None
         self.trace_s = 0.0
         self.loader: torch.utils.data.DataLoader | None = None
+        #: samples the batches handed to the model held, counted as they are served (the
+        #: independent count behind ``EpochStats.served``; reset by every ``train_epoch``)
+        self.served = 0
         if num_workers > 0 or pin_memory:
             self.sampler = _EpochBatches(batch_size)
             self.loader = torch.utils.data.DataLoader(
@@ -218,11 +223,13 @@ class TorchLoop:
             indices = indices.to(self.device)
             for start in range(0, len(indices), bs):
                 idx = indices[start : start + bs]
+                self.served += len(idx)
                 yield x[idx], y[idx]
             return
         self.sampler.order = indices.tolist()
         non_blocking = self.loader.pin_memory
         for xb, yb in self.loader:
+            self.served += len(yb)
             yield (
                 xb.to(self.device, non_blocking=non_blocking),
                 yb.to(self.device, non_blocking=non_blocking),
@@ -246,6 +253,7 @@ class TorchLoop:
         tracing = self.trace_piece is None and self.trace_steps > 0 and self.digest_fn
         digest: list[dict[str, Any] | None] = []
         self.trace_s = 0.0
+        self.served = 0
 
         def run() -> int:
             # Producing the sample order is data loading: it belongs inside the epoch's time.
@@ -277,12 +285,14 @@ class TorchLoop:
         n, seconds = self.clock.time(run)
         if digest:
             self.trace_piece = _piece(losses[: self.trace_steps], n, self.batch_size, digest[0])
+            self.trace_piece["model"] = self.model_size
         seconds -= self.trace_s
         return EpochStats(
             seconds=seconds,
             loss=_mean_loss(losses, n, self.batch_size),
             samples=n,
             components=partition(marks.components(), seconds),
+            served=self.served,
         )
 
     def _digest(self, out: list[dict[str, Any] | None]) -> None:
@@ -328,8 +338,33 @@ def weight_digest(state: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]
         draw = torch.randint(0, 2 * DIGEST_PROJECTIONS, (w.numel(),), generator=gen)
         signed = torch.where(draw % 2 == 1, w, -w)
         proj = torch.bincount(draw // 2, weights=signed, minlength=DIGEST_PROJECTIONS)
-        out[name] = {"sum": float(w.sum()), "norm": float(w.norm()), "proj": proj.tolist()}
+        out[name] = {"sum": float(w.sum()), "norm": float(w.norm()), "proj": proj.tolist(),
+                     "numel": w.numel()}
     return out
+
+
+def digest_coverage(digest: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
+    """What a digest covered: its tensors and elements (None for a digest without ``numel``,
+    recorded before digests said so)."""
+    if any("numel" not in figures for figures in digest.values()):
+        return None
+    return {"tensors": len(digest), "elements": sum(int(f["numel"]) for f in digest.values())}
+
+
+def model_size(model: torch.nn.Module) -> dict[str, int]:
+    """The floating-point parameters and persistent buffers of ``model`` (tied ones under each
+    name, as ``state_dict`` lists them): what a complete digest covers. Counted from the
+    module itself, not from a state dict, so a digest that leaves tensors out cannot agree
+    with it by construction."""
+    tensors = elements = 0
+    for _, module in model.named_modules(remove_duplicate=False):
+        skip = getattr(module, "_non_persistent_buffers_set", set())
+        own = [*module.named_parameters(recurse=False),
+               *((n, b) for n, b in module.named_buffers(recurse=False) if n not in skip)]
+        for _, value in own:
+            if value is not None and value.is_floating_point():
+                tensors, elements = tensors + 1, elements + value.numel()
+    return {"tensors": tensors, "elements": elements}
 
 
 def _mean_loss(losses: list[torch.Tensor], n: int, batch_size: int) -> float:

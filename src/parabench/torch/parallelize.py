@@ -7,6 +7,7 @@ Usage::
     comm.reset()                                  # process group); before an epoch, and after:
     comm.seconds()                                # communication seconds of that epoch
     sharded = apply_fsdp(workload.build_model(data, seed))   # FSDP2: a unit per owning child
+    sharded = apply_fsdp(workload.build_model(data, seed), mesh["dp"])  # over a mesh dimension
     global_batchnorm(model)                       # BatchNorm with the global batch's statistics
     plan = cut_stages(workload, model, x, 2)      # FLOP-balanced stages (see torch.stages)
     staged = place_stages(plan.modules, ["cpu", "cpu"])   # ["cuda:0", "cuda:1"]: model parallel
@@ -117,13 +118,14 @@ def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.children() if any(True for _ in m.parameters())]
 
 
-def apply_fsdp(model: torch.nn.Module) -> torch.nn.Module:
-    """FSDP2: each parameter-owning top-level child its own unit, the root takes the rest."""
+def apply_fsdp(model: torch.nn.Module, mesh: Any = None) -> torch.nn.Module:
+    """FSDP2: each parameter-owning top-level child its own unit, the root takes the rest;
+    sharded over ``mesh`` (a 1-D DeviceMesh: FSDP x TP's data dimension; None: the world)."""
     from torch.distributed.fsdp import fully_shard
 
     for unit in shard_units(model):
-        fully_shard(unit)
-    return fully_shard(model)
+        fully_shard(unit, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
 
 
 def place_stages(parts: list[Any], devices: list[str]) -> torch.nn.Module:

@@ -3,7 +3,6 @@
 Usage (a pool of stages x replicas ranks; the methods' sessions do this)::
 
     from parabench.case.pool import WorkerPool
-
     args = {"workload": "mlp", "config": config.to_dict(), "stages": 2}   # 2 x 1 replica
     with WorkerPool(2, "parabench.torch.pipeline:PipelineProgram", args) as pool:
         pool.call("train_epoch", epoch=0)     # one EpochStats per rank
@@ -28,23 +27,20 @@ Semantics, so that the update is serial's on the whole global batch ``B``:
   cannot hold there); stages are built per micro-batch shape because receive buffers are.
 
 Timing per rank (:class:`parabench.case.clock.Spans`: host clock on CPU, CUDA events read
-after the epoch's synchronise):
-``data`` (index this step's samples and split them), ``forward`` (the stage's
-``forward_one_chunk`` calls and, on the last stage, the loss), ``backward``
+after the epoch's synchronise): ``data`` (index this step's samples and split them),
+``forward`` (the stage's ``forward_one_chunk`` calls and, on the last stage, the loss), ``backward``
 (``backward_one_chunk``), ``optimizer`` (step + zero_grad), ``communication`` (the gradient
 all-reduce of ``hybrid``; 0 for one replica) and ``idle`` = epoch time - all of those: the
 time this stage computed nothing, i.e. the pipeline bubble, stage imbalance and the schedule's
 P2P waits for activations and gradients (on the host, waiting for a neighbour and the transfer
 itself cannot be told apart, so both are idle; the waits alone are timed, as a span nested in
-whatever encloses them, and noted per rank as ``p2p_wait_s``). Spans are exclusive, so the
-components partition the epoch. Only the last stage counts samples and loss, so the folded
-epoch counts every global sample once.
+whatever encloses them, and noted per rank as ``p2p_wait_s``). Spans are exclusive: the
+components partition the epoch. Only last stages count samples and loss (each sample once).
 
 Trace (exact parity): the first epoch's first K steps (:func:`parabench.torch.loop.trace_steps`)
 give each last stage's per-step loss sums; right after step K every rank digests the tensors
-its stage owns (stage 0 also those no stage owns), with the workload model's state_dict names,
-so the session's merge (replica 0's stages win) covers serial's whole state_dict. The
-digest's seconds are left out of the epoch's time and of every component.
+its stage owns (stage 0 also those no stage owns), by the model's state_dict names, so the
+merge (replica 0's stages win) covers serial's whole state_dict; untimed.
 """
 
 from __future__ import annotations
@@ -57,10 +53,19 @@ from parabench.case.clock import Clock, Spans
 from parabench.case.rank import RankContext
 from parabench.config import RunConfig
 from parabench.method import EpochStats
-from parabench.torch.stages import Layout, bubble_for_shares, micro_split
+from parabench.torch.knobs import apply_stage_knobs
+from parabench.torch.stages import (
+    Layout,
+    bubble_for_shares,
+    micro_split,
+    owned_names,
+    replica_groups,
+    unowned_names,
+)
 
 if TYPE_CHECKING:
     import torch
+
 
 def _timed_wait(spans: Spans) -> None:
     """Time the schedules' P2P waits (the one helper every wait in them goes through)."""
@@ -101,15 +106,16 @@ class PipelineProgram:
 
         self.ctx, self.config = ctx, (cfg := RunConfig.from_dict(config))
         self.workload = workloads.get(workload)
-        self.layout = layout = Layout.of(cfg, stages)
-        if layout.stages * layout.replicas != ctx.world_size:
-            raise ValueError(f"{ctx.world_size} ranks are not {stages} stages x replicas")
+        self.layout = layout = self.layout_of(cfg, stages)
         self.stage, self.replica = layout.position(ctx.rank)
         self.first, self.last = self.stage == 0, self.stage == layout.stages - 1
+        #: the rank that reports its replica's loss and samples (a tensor-parallel variant:
+        #: one of the last stage's tensor ranks)
+        self.reports = self.last
         self.device = device = ctx.torch_device()
-        self.pp_group, self.dp_group = _groups(layout, ctx.rank)
+        self.pp_group, self.dp_group = self.groups()
         # the whole model stays on the CPU: only this rank's stage moves to its device
-        self.case = case = build_case(self.workload, cfg, device, on_host=True)
+        self.case = case = build_case(self.workload, cfg, device, on_host=True, knobs=False)
         t = case.data
         self.n = len(t.x)
         self.samples_per_epoch = case.samples_per_epoch
@@ -118,10 +124,10 @@ class PipelineProgram:
         self.x_test, self.y_test = t.x_test, t.y_test
         self.model, self.flops = case.model, case.flops_per_sample
         self.plan = cut_stages(self.workload, self.model, t.x, layout.stages)
-        self.submod = self.plan.modules[self.stage].to(device)
+        self.submod = self.stage_module(self.plan.modules[self.stage])
         self.optimizer = self.workload.make_optimizer(self.submod.parameters())
-        self.owned = _owned_names(self.model, self.submod)
-        self.digested = self.owned + (_unowned(self.model, self.plan.modules) if self.first
+        self.owned = owned_names(self.model, self.submod)
+        self.digested = self.owned + (unowned_names(self.model, self.plan.modules) if self.first
                                       else [])
         self.batch_size = case.batch_size  # explicit or the workload's (``auto`` is refused)
         self.local_batch = self.batch_size // layout.replicas
@@ -140,7 +146,31 @@ class PipelineProgram:
         self.trace_k = trace_steps(self.n, self.batch_size)
         self.trace_piece: dict[str, Any] | None = None
         self.trace_s = 0.0
+        size = micro_split(self.local_batch, layout.microbatches)[1]
+        self.notes.update(apply_stage_knobs(self.plan.modules, self.stage, cfg, device, t.x[:size],
+                                            t.y[:size], self.last and self.loss.loss_fn,
+                                            self._autocast))
         case.reset_peaks()
+
+    # -- what a variant (tensor-parallel stages: parabench.torch.pipeline_tp) changes -------
+
+    def layout_of(self, config: RunConfig, stages: int) -> Layout:
+        layout = Layout.of(config, stages)
+        if layout.stages * layout.replicas != self.ctx.world_size:
+            raise ValueError(f"{self.ctx.world_size} ranks are not {stages} stages x replicas")
+        return layout
+
+    def groups(self) -> tuple[Any, Any]:
+        """(this replica's pipeline group, this stage's replica group or None)."""
+        return replica_groups(self.layout, self.ctx.rank)
+
+    def stage_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """This rank's stage, on its device."""
+        return module.to(self.device)
+
+    def whole_state(self) -> dict[str, Any]:
+        """The model's state dict with every tensor whole (a collective for sharded ones)."""
+        return self.model.state_dict()
 
     def _autocast(self) -> Any:
         import contextlib
@@ -179,6 +209,7 @@ class PipelineProgram:
             count, size = micro_split(len(idx), self.layout.microbatches)
             args = [(xb,) for xb in self.x[idx].split(size)] if self.first else None
             targets = list(self.y[idx].split(size)) if self.last else None
+            self.served += sum(len(t) for t in targets or [])  # the loss's samples, as served
         self.loss.weight = size / global_size
         losses: list[torch.Tensor] = []
         self._schedule(count, size).step(arg_mbs=args, target_mbs=targets, losses=losses,
@@ -197,7 +228,8 @@ class PipelineProgram:
         import torch
         import torch.distributed as dist
 
-        grads = [p.grad for p in self.submod.parameters() if p.grad is not None]
+        grads = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad  # DTensor: shard
+                 for p in self.submod.parameters() if p.grad is not None]
         flat = torch.cat([g.reshape(-1) for g in grads])
         dist.all_reduce(flat, group=self.dp_group)
         offset = 0
@@ -234,15 +266,15 @@ class PipelineProgram:
         """Right after step K: this stage's digest; its seconds kept out of the epoch's."""
         import torch
 
-        from parabench.torch.loop import synchronize, weight_digest
+        from parabench.torch.loop import model_size, synchronize, weight_digest
 
         def piece() -> dict[str, Any]:
-            state = self.model.state_dict()
+            state = self.whole_state()
             digest = weight_digest({name: state[name] for name in self.digested})
             sums = (torch.stack(self.loss_sums[: self.trace_k]).double().cpu().tolist()
-                    if self.last else [])
-            return {"loss_sums": sums, "samples": list(sizes) if self.last else [],
-                    "digest": digest}
+                    if self.reports else [])
+            return {"loss_sums": sums, "samples": list(sizes) if self.reports else [],
+                    "digest": digest, "model": model_size(self.model)}
 
         # its own clock, as TorchLoop's digest: the queued steps stay in the epoch's time
         self.trace_piece, self.trace_s = Clock(sync=lambda: synchronize(self.device)).time(piece)
@@ -275,15 +307,18 @@ class PipelineProgram:
         """``run`` (returns the samples this replica trained) timed between barriers."""
         self.spans.reset()
         self.loss_sums: list[torch.Tensor] = []
+        self.served = 0  # counted by _step where the targets are served (the last stage)
         samples, seconds = self.ctx.timed(run)
         seconds -= self.trace_s  # the trace's digest is not training
         components = self.components(seconds)
-        if not self.last:  # the last stage reports the loss and counts the samples
-            return EpochStats(seconds=seconds, loss=0.0, samples=0, components=components)
+        if not self.reports:  # the last stage reports the loss and counts the samples
+            return EpochStats(seconds=seconds, loss=0.0, samples=0, components=components,
+                              served=0)
         import torch
 
         loss = float(torch.stack(self.loss_sums).sum().item()) / samples
-        return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components)
+        return EpochStats(seconds=seconds, loss=loss, samples=samples, components=components,
+                          served=self.served)
 
     def components(self, seconds: float) -> dict[str, float]:
         """The epoch's exclusive components; ``idle`` the rest, P2P waits included."""
@@ -295,7 +330,7 @@ class PipelineProgram:
 
     def state_dict(self) -> dict[str, Any]:
         """The whole model's weights on every rank: each stage's from replica 0 (collective)."""
-        current = self.model.state_dict()
+        current = self.whole_state()
         mine = ({n: current[n].detach().cpu().clone() for n in self.owned}
                 if self.replica == 0 else {})
         full = {k: v.detach().cpu().clone() for k, v in current.items()}
@@ -305,6 +340,13 @@ class PipelineProgram:
 
     def trace(self) -> dict[str, Any] | None:
         return self.trace_piece
+
+    def digest(self) -> dict[str, Any] | None:
+        """The whole model's weight digest on rank 0 (``state_dict`` is a collective)."""
+        from parabench.torch.loop import weight_digest
+
+        state = self.state_dict()
+        return weight_digest(state) if self.ctx.rank == 0 else None
 
     def evaluate(self) -> float | None:
         from parabench.torch.loop import predict
@@ -325,40 +367,6 @@ class PipelineProgram:
 
     def peak_gpu_mb(self) -> float | None:
         return self.case.peak_gpu_mb()
-
-
-def _groups(layout: Layout, rank: int) -> tuple[Any, Any]:
-    """(this replica's pipeline group, this stage's replica group or None).
-
-    ``new_group`` is collective over the world: every rank creates every group, in order.
-    """
-    import torch.distributed as dist
-
-    pp = dp = None
-    for j in range(layout.replicas):
-        group = dist.new_group([j * layout.stages + s for s in range(layout.stages)])
-        if rank // layout.stages == j:
-            pp = group
-    if layout.replicas > 1:
-        for s in range(layout.stages):
-            group = dist.new_group([s + j * layout.stages for j in range(layout.replicas)])
-            if rank % layout.stages == s:
-                dp = group
-    return pp, dp
-
-
-def _owned_names(model: torch.nn.Module, submod: torch.nn.Module) -> list[str]:
-    """The model's state-dict keys whose tensors belong to this stage."""
-    import itertools
-
-    ids = {id(t) for t in itertools.chain(submod.parameters(), submod.buffers())}
-    return [n for n, t in model.state_dict(keep_vars=True).items() if id(t) in ids]
-
-
-def _unowned(model: torch.nn.Module, stages: list[Any]) -> list[str]:
-    """The model's state-dict keys no stage owns (not trained: serial's digest has them)."""
-    owned = {n for stage in stages for n in _owned_names(model, stage)}
-    return [n for n in model.state_dict() if n not in owned]
 
 
 def _timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,

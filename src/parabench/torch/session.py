@@ -49,7 +49,8 @@ from parabench.workload import Workload
 
 
 def fold_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
-    """One epoch from every rank's: slowest rank's seconds, all samples, sample-weighted loss.
+    """One epoch from every rank's: slowest rank's seconds, all samples, sample-weighted loss,
+    and the samples every rank's loader served, summed (``served``: checked by the lifecycle).
 
     Components are the slowest rank's (the first of equals): they partition that rank's epoch,
     which is the time the job reports. Taking each component's maximum over ranks would mix
@@ -61,8 +62,11 @@ def fold_epochs(per_rank: Sequence[EpochStats]) -> EpochStats:
     samples = sum(s.samples for s in per_rank)
     loss = sum(s.loss * s.samples for s in per_rank) / samples if samples else float("nan")
     slowest = max(per_rank, key=lambda s: s.seconds)
+    # the loaders' own count, summed apart from the claims (None unless every rank kept one)
+    served = [s.served for s in per_rank]
     return EpochStats(seconds=slowest.seconds, loss=loss, samples=samples,
-                      components=dict(slowest.components))
+                      components=dict(slowest.components),
+                      served=None if None in served else sum(s or 0 for s in served))
 
 
 def merge_trace(pieces: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -70,7 +74,9 @@ def merge_trace(pieces: Sequence[dict[str, Any] | None]) -> dict[str, Any] | Non
 
     A step's loss is the global batch's mean: every piece's loss sum over every piece's
     samples (DDP's shards, pipeline's last stages). The digest is the union of the pieces'
-    tensors, the first piece holding a name winning (rank order: replica 0 under hybrid).
+    tensors, the first piece holding a name winning (rank order: replica 0 under hybrid);
+    ``covered`` says how many tensors and elements it holds, ``model`` (the first piece's
+    :func:`~parabench.torch.loop.model_size`) how many the model has.
     """
     real = [p for p in pieces if p]
     lossy = [p for p in real if p["loss_sums"]]
@@ -83,7 +89,22 @@ def merge_trace(pieces: Sequence[dict[str, Any] | None]) -> dict[str, Any] | Non
     for piece in real:
         for name, figures in (piece["digest"] or {}).items():
             digest.setdefault(name, figures)
-    return {"steps": steps, "losses": losses, "digest": digest}
+    from parabench.torch.loop import digest_coverage
+
+    model = next((p["model"] for p in real if p.get("model")), None)
+    return {"steps": steps, "losses": losses, "digest": digest,
+            "covered": digest_coverage(digest), "model": model}
+
+
+def with_final_digest(trace: dict[str, Any] | None,
+                      digest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``trace`` with the digest of the weights the held-out evaluation scored (the last
+    evaluation's: in time-to-target mode, every epoch's evaluation replaces it)."""
+    if trace is None or not digest:
+        return trace
+    from parabench.torch.loop import digest_coverage
+
+    return {**trace, "final_digest": digest, "final_covered": digest_coverage(digest)}
 
 
 class DistributedTorchSession(Session):
@@ -149,6 +170,9 @@ class DistributedTorchSession(Session):
 
     def evaluate(self) -> float:
         value = self.pool.call("evaluate")[0]
+        if self.trace is not None and hasattr(resolve_program(self.program), "digest"):
+            # the weights just scored (a collective under FSDP and pipeline: every rank)
+            self.trace = with_final_digest(self.trace, self.pool.call("digest")[0])
         self._collect_peaks()
         return float(value)
 

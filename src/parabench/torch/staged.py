@@ -27,9 +27,10 @@ from parabench import hardware
 from parabench.case.records import Grading
 from parabench.config import OptionSpec, RunConfig
 from parabench.method import EpochStats, Method, Session
-from parabench.torch.options import STAGES, TORCH_OPTIONS
+from parabench.torch.options import KNOBS, STAGES, TORCH_OPTIONS
 from parabench.torch.pipeline import PipelineProgram
 from parabench.torch.session import DistributedTorchSession, fold_epochs
+from parabench.torch.stages import Layout
 from parabench.workload import TorchWorkload, Workload
 
 
@@ -86,6 +87,7 @@ class StagedMethod(Method):
     # micro-batches are sliced from tensors: no DataLoader knobs (num_workers, pin_memory)
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "precision": TORCH_OPTIONS["precision"],
+        **KNOBS,
         "stages": STAGES.with_default(None),  # pipeline: one per worker; hybrid declares 2
         "microbatches": OptionSpec(int, "pipeline micro-batches per batch", minimum=1,
                                    default=4),
@@ -97,16 +99,19 @@ class StagedMethod(Method):
     def stages_for(self, config: RunConfig) -> int | str:
         """The stage count of this case, or why the worker count does not fit."""
 
+    def layout(self, config: RunConfig, stages: int) -> Layout:
+        """Stages x data replicas and the micro-batching (pipeline_tp: tensor ranks too)."""
+        return Layout.of(config, stages)
+
     def grading(self, workload: Workload, config: RunConfig) -> Grading:
         """Statistical where micro-batches (x replicas) change the mathematics (BatchNorm, a
         token-mean loss): :func:`~parabench.torch.data_parallel.split_batch_grading`."""
         from parabench.torch.data_parallel import split_batch_grading
-        from parabench.torch.stages import Layout
 
         stages = self.stages_for(config)
         if isinstance(stages, str):  # the case does not run: the declared kind
             return super().grading(workload, config)
-        layout = Layout.of(config, stages)
+        layout = self.layout(config, stages)
         return (split_batch_grading(workload, layout.replicas * layout.microbatches,
                                     "each micro-batch")
                 or super().grading(workload, config))
@@ -127,7 +132,7 @@ class StagedMethod(Method):
         assert isinstance(workload, TorchWorkload)
         if (reason := sequential_reason(workload, stages)) is not None:
             return reason
-        replicas = config.workers // stages
+        replicas = self.layout(config, stages).replicas
         micro = config.option("microbatches")
         total = int(global_batch(workload, config))
         if total % (replicas * micro):

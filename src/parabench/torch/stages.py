@@ -11,6 +11,8 @@ Usage (what ``model_parallel``, ``pipeline`` and ``hybrid`` share)::
     plan.bounds                               # [(0, 3), (3, 9)]: layer ranges of the view
     plan.notes()                              # what the result records about the split
     layout = Layout.of(config, stages=2)      # stages x replicas, micro-batches, schedule
+    owned_names(model, plan.modules[0])       # a stage's state-dict keys (replica_groups:
+                                              #   its process groups, under torch.distributed)
 
 Balance: each layer of the view is costed by its forward + backward FLOPs, counted by
 ``torch.utils.flop_counter`` on a 2-sample probe batch (on a deep copy in eval mode, so the
@@ -206,3 +208,37 @@ def micro_split(size: int, microbatches: int) -> tuple[int, int]:
     """(count, size) of equal micro-batches: the largest count <= ``microbatches`` dividing."""
     count = max(c for c in range(1, min(microbatches, size) + 1) if size % c == 0)
     return count, size // count
+
+
+def replica_groups(layout: Layout, rank: int) -> tuple[Any, Any]:
+    """(this replica's pipeline group, this stage's replica group or None).
+
+    ``new_group`` is collective over the world: every rank creates every group, in order.
+    """
+    import torch.distributed as dist
+
+    pp = dp = None
+    for j in range(layout.replicas):
+        group = dist.new_group([j * layout.stages + s for s in range(layout.stages)])
+        if rank // layout.stages == j:
+            pp = group
+    if layout.replicas > 1:
+        for s in range(layout.stages):
+            group = dist.new_group([s + j * layout.stages for j in range(layout.replicas)])
+            if rank % layout.stages == s:
+                dp = group
+    return pp, dp
+
+
+def owned_names(model: torch.nn.Module, submod: torch.nn.Module) -> list[str]:
+    """The model's state-dict keys whose tensors belong to this stage."""
+    import itertools
+
+    ids = {id(t) for t in itertools.chain(submod.parameters(), submod.buffers())}
+    return [n for n, t in model.state_dict(keep_vars=True).items() if id(t) in ids]
+
+
+def unowned_names(model: torch.nn.Module, stages: list[Any]) -> list[str]:
+    """The model's state-dict keys no stage owns (not trained: serial's digest has them)."""
+    owned = {n for stage in stages for n in owned_names(model, stage)}
+    return [n for n in model.state_dict() if n not in owned]

@@ -5,6 +5,7 @@ Usage::
     data = class_images(n=1000, classes=10, channels=1, size=28, seed=0)      # uint8 images
     text = class_texts(n=1000, classes=4, vocab_size=500, max_len=32, seed=0)
     pairs = reversal_pairs(n=1000, vocab_size=16, max_len=8, seed=0)
+    lm = copy_markov_sequences(n=1000, vocab_size=32, seq_len=32, seed=0)    # next tokens
     x_train, y_train, x_test, y_test = image_tensors(data)                     # normalised
 
 Each generator has real structure a model can learn, so a run that stays at chance is a bug:
@@ -13,7 +14,10 @@ Each generator has real structure a model can learn, so a run that stays at chan
   shared between classes); a sample is its class template, randomly shifted, with random
   contrast and pixel noise;
 * texts: every class has its own topic words mixed into a shared Zipf background;
-* pairs: the target is the source reversed (a real sequence task for an encoder-decoder).
+* pairs: the target is the source reversed (a real sequence task for an encoder-decoder);
+* copy-Markov sequences: a span walked from a seeded Markov chain, a ``<copy>`` marker, then
+  the span again: the first half rewards learning the chain, the second attending back
+  many positions (a language-model task where attention matters).
 
 The same arguments give the same bytes. Duplicate inputs are dropped before the seeded
 train / held-out split, so a held-out sample is never also a training sample. Token ids
@@ -30,6 +34,8 @@ from parabench.config import ConfigError
 from parabench.workload import Dataset
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
+#: the marker of :func:`copy_markov_sequences` (the id ``<eos>`` has elsewhere)
+COPY = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,6 +194,48 @@ def reversal_pairs(
         x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te,
         vocab=_vocab(vocab_size), bos_id=BOS, eos_id=EOS,
     )
+
+
+def copy_markov_sequences(
+    *, n: int, vocab_size: int, seq_len: int, seed: int, concentration: float = 0.3,
+    test_fraction: float = 0.2,
+) -> TokenDataset:
+    """Language-model inputs (N, seq_len) and their next tokens (N, seq_len), all int64.
+
+    Each sequence is ``seq_len + 1`` tokens: ``<bos>``, a span of ``m`` words (``m`` uniform
+    in [seq_len / 3, seq_len / 2]) walked from a first-order Markov chain over the words
+    4 .. vocab_size - 1, ``<copy>``, then the span repeated from its start until the sequence
+    is full; ``x`` is the sequence without its last token, ``y`` without its first. Every
+    word's successor distribution is a Dirichlet(``concentration``) draw fixed by ``seed``
+    (lower: a more predictable chain). A bigram model can predict the walk only as well as
+    the chain allows; after ``<copy>`` every token is determined by one ``m + 1`` positions
+    back, which only attention finds. No padding: every position is a real token.
+    """
+    if seq_len < 6 or vocab_size < 8:
+        raise ConfigError("copy-Markov sequences need seq_len >= 6 and vocab_size >= 8")
+    rng = np.random.default_rng([seed, 0xC0B1])
+    words = vocab_size - 4
+    successors = rng.dirichlet(np.full(words, concentration), size=words)
+    cumulative = np.cumsum(successors, axis=1)
+    spans = rng.integers(seq_len // 3, seq_len // 2 + 1, size=n)
+    seq = np.empty((n, seq_len + 1), dtype=np.int64)
+    seq[:, 0] = BOS
+    walk = np.empty((n, seq_len // 2 + 1), dtype=np.int64)
+    walk[:, 0] = rng.integers(0, words, size=n)
+    draws = rng.random((n, walk.shape[1]))
+    for j in range(1, walk.shape[1]):  # vectorised over sequences: one step of every walk
+        row = cumulative[walk[:, j - 1]]
+        walk[:, j] = np.minimum((row < draws[:, j, None]).sum(axis=1), words - 1)
+    walk += 4
+    pos = np.arange(seq_len + 1)
+    for i, m in enumerate(spans):
+        seq[i, 1 : m + 1] = walk[i, :m]
+        seq[i, m + 1] = COPY
+        seq[i, m + 2 :] = walk[i, (pos[m + 2 :] - m - 2) % m]
+    x_tr, y_tr, x_te, y_te = _split(seq[:, :-1].copy(), seq[:, 1:].copy(), rng, test_fraction)
+    vocab = ("<pad>", "<unk>", "<bos>", "<copy>", *(f"w{i}" for i in range(4, vocab_size)))
+    return TokenDataset(x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te,
+                        n_classes=vocab_size, vocab=vocab, bos_id=BOS)
 
 
 # --- shared by the image workloads -------------------------------------------------------

@@ -19,6 +19,7 @@ Loaders and the layout each expects:
                             or ``root/<class>/*`` split by seed
 ``load_labeled_text(...)``  a file of ``label<TAB>text`` lines
 ``load_text_pairs(...)``    a file of ``source<TAB>target`` lines
+``load_char_text(...)``     a UTF-8 ``.txt`` file (or a directory of them): characters
 ==========================  ===========================================================
 
 Image loaders go through torchvision's readers (``MNIST``, ``CIFAR10``, ``ImageFolder``) and
@@ -30,6 +31,7 @@ are imported only when an image loader runs.
 
 from __future__ import annotations
 
+from parabench.workloads.datasets.chars import load_char_text
 from parabench.workloads.datasets.common import DatasetError, TextDataset
 from parabench.workloads.datasets.text import load_labeled_text, load_text_pairs, tokenize
 from parabench.workloads.datasets.vision import load_cifar10, load_image_folder, load_mnist
@@ -37,6 +39,7 @@ from parabench.workloads.datasets.vision import load_cifar10, load_image_folder,
 __all__ = [
     "DatasetError",
     "TextDataset",
+    "load_char_text",
     "load_cifar10",
     "load_image_folder",
     "load_labeled_text",

@@ -1,0 +1,145 @@
+"""Injected slowdowns: ``serial_slow`` and ``ddp_slow`` do real extra work in every training step.
+
+Usage (a test plugin, loaded like every plugin)::
+
+    PYTHONPATH=tests/plugins PARABENCH_PLUGINS=slow_steps PARABENCH_SLOW_FRACTION=0.10 \\
+        parabench run --workload mlp --method serial_slow --profile tiny --epochs 1
+
+Every training step (the model's forward pre-hook to the optimizer's step post-hook) is
+followed by extra work lasting ``PARABENCH_SLOW_FRACTION`` (default 0: none) of that step's
+own measured time (its CPU seconds on the training thread for a spin, wall seconds for a
+sleep): a busy loop by default (``PARABENCH_SLOW_MODE=spin``: CPU work, as a real
+regression is), or ``sleep``. With fraction f the step takes (1 + f) times as long, so the
+throughput falls to 1 / (1 + f) of the step-bound rate (data loading, outside the measured
+step, is not stretched). The recorded figures are never touched: the case is simply slower.
+
+The fraction is read from the environment, not from a method option, on purpose: options
+are part of a case's identity (``parabench compare`` matches cases by it), and a regression
+is a change of code, not of the case. So the gate harness (``scripts/gate_harness.py``) runs
+the same case, ``serial_slow``, on both sides and sets the variable on the NEW side only;
+with fraction 0 ``serial_slow`` is serial plus two no-op hooks.
+
+The plugin's own counter: ``PARABENCH_SLOW_COUNTER_DIR=DIR`` makes every training process
+write ``DIR/<pid>.json`` (``steps``, ``step_s``: the steps' own seconds, ``extra_s``: the
+seconds of extra work, ``spins``: busy-loop iterations) after each epoch or speed window;
+``serial_slow`` also puts them in the result's notes (``slow_*``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from parabench.method import EpochStats, Session
+from parabench.methods.ddp import DDP, DDPProgram, DDPSession
+from parabench.methods.serial import Serial
+from parabench.registry import methods
+from parabench.torch.local import SerialTorchSession
+
+FRACTION_ENV, MODE_ENV, COUNTER_ENV = ("PARABENCH_SLOW_FRACTION", "PARABENCH_SLOW_MODE",
+                                       "PARABENCH_SLOW_COUNTER_DIR")
+MODES = ("spin", "sleep")
+
+
+class Slowdown:
+    """The hooks and the counters of one training process."""
+
+    def __init__(self) -> None:
+        self.fraction = float(os.environ.get(FRACTION_ENV) or 0.0)
+        self.mode = os.environ.get(MODE_ENV) or "spin"
+        if not 0 <= self.fraction < 10 or self.mode not in MODES:
+            raise ValueError(f"{FRACTION_ENV} must be in [0, 10) and {MODE_ENV} one of "
+                             f"{', '.join(MODES)}; got {self.fraction}, {self.mode!r}")
+        self.started: float | None = None
+        # spin: the step's and the spin's CPU seconds on this thread, so the extra work is the
+        # fraction of the step's own work however busy the machine (a spin scaled to wall time
+        # grows with the time other processes hold the core); sleep: wall seconds
+        self._clock = time.thread_time if self.mode == "spin" else time.perf_counter
+        self.steps, self.step_s, self.extra_s, self.spins = 0, 0.0, 0.0, 0
+
+    def install(self, model: Any, optimizer: Any) -> None:
+        model.register_forward_pre_hook(self._forward)
+        optimizer.register_step_post_hook(self._after_step)
+
+    def _forward(self, module: Any, args: Any) -> None:
+        if module.training and self.started is None:  # a step's first forward
+            self.started = self._clock()
+
+    def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.started is None:
+            return
+        now = self._clock()
+        own, self.started = now - self.started, None
+        target, spins = own * self.fraction, 0
+        if target > 0 and self.mode == "sleep":
+            time.sleep(target)
+        elif target > 0:
+            while self._clock() - now < target:  # busy: real CPU work
+                spins += 1
+        self.steps += 1
+        self.step_s += own
+        self.extra_s += self._clock() - now if target > 0 else 0.0
+        self.spins += spins
+
+    def counters(self) -> dict[str, Any]:
+        return {"fraction": self.fraction, "mode": self.mode, "steps": self.steps,
+                "step_s": self.step_s, "extra_s": self.extra_s, "spins": self.spins}
+
+    def dump(self) -> None:
+        if folder := os.environ.get(COUNTER_ENV):
+            path = Path(folder) / f"{os.getpid()}.json"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.counters()))
+            tmp.replace(path)
+
+
+class SlowSerialSession(SerialTorchSession):
+    def start(self) -> None:
+        super().start()
+        self.slowdown = Slowdown()
+        self.slowdown.install(self.loop.model, self.loop.optimizer)
+
+    def train(self, epoch: int, indices: Any = None) -> EpochStats:
+        stats = super().train(epoch, indices)
+        self.slowdown.dump()
+        self.notes.update({f"slow_{k}": v for k, v in self.slowdown.counters().items()})
+        return stats
+
+
+@methods.register
+class SlowSerial(Serial):
+    name: ClassVar[str] = "serial_slow"
+    description: ClassVar[str] = "serial with injected extra work per step (test plugin)"
+    families: ClassVar[frozenset[str]] = frozenset({"torch"})
+    baseline_method: ClassVar[str] = "serial_slow"  # its own baseline, as serial is
+
+    def session(self, workload: Any, config: Any) -> Session:
+        return SlowSerialSession(workload, config)
+
+
+class SlowDDPProgram(DDPProgram):
+    def wrap(self, model: Any) -> Any:
+        self.slowdown = Slowdown()
+        self._slow_model = model
+        return super().wrap(model)
+
+    def _train(self, run: Any, weighted: bool = True) -> EpochStats:
+        if not getattr(self, "_slow_installed", False):  # the loop exists after wrap
+            self.slowdown.install(self._slow_model, self.loop.optimizer)
+            self._slow_installed = True
+        stats = super()._train(run, weighted)
+        self.slowdown.dump()
+        return stats
+
+
+@methods.register
+class SlowDDP(DDP):
+    name: ClassVar[str] = "ddp_slow"
+    description: ClassVar[str] = "ddp with injected extra work per step (test plugin)"
+    session_class: ClassVar[type[Session]] = type(
+        "SlowDDPSession", (DDPSession,), {"program": SlowDDPProgram, "__module__": __name__})
+    baseline_method: ClassVar[str] = "serial_slow"
+    coverage_rank: ClassVar[int | None] = None

@@ -1,0 +1,170 @@
+"""The gate's measuring tools: the ``slow_steps`` plugin really does extra work (counted by the
+plugin itself, never by a wall-clock assertion) and ``scripts/gate_harness.py``'s records and
+table; its ``--small`` run end to end is ``-m long`` (minutes).
+
+Run: ``pytest tests/test_gate_harness.py`` (``-m slow`` adds a CLI run of ``serial_slow``;
+``-m long`` the harness's smoke run).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cpu
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = ROOT / "tests" / "plugins"
+
+
+def _harness():  # noqa: ANN202 - the script's module
+    spec = importlib.util.spec_from_file_location("gate_harness",
+                                                  ROOT / "scripts" / "gate_harness.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def slow_plugin(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    monkeypatch.setenv("PYTHONPATH", str(PLUGINS), prepend=os.pathsep)
+    monkeypatch.setenv("PARABENCH_PLUGINS", "slow_steps")
+    import slow_steps
+
+    return slow_steps
+
+
+def _steps(slowdown, n: int = 20) -> None:  # noqa: ANN001
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    slowdown.install(model, opt)
+    x = torch.randn(32, 16)
+    for _ in range(n):
+        model(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    model.eval()
+    model(x)  # evaluation: no step, no extra work
+
+
+@pytest.mark.parametrize("mode", ["spin", "sleep"])
+def test_the_slowdown_adds_its_fraction_of_every_step(slow_plugin, mode: str,  # noqa: ANN001
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARABENCH_SLOW_FRACTION", "0.5")
+    monkeypatch.setenv("PARABENCH_SLOW_MODE", mode)
+    slowdown = slow_plugin.Slowdown()
+    _steps(slowdown)
+    c = slowdown.counters()
+    assert c["steps"] == 20 and c["step_s"] > 0
+    assert c["extra_s"] >= 0.5 * c["step_s"]  # at least the fraction, every step
+    assert (c["spins"] > 0) == (mode == "spin")  # busy work, or none when asked to sleep
+
+
+def test_fraction_zero_does_no_extra_work(slow_plugin, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+                                          ) -> None:
+    monkeypatch.delenv("PARABENCH_SLOW_FRACTION", raising=False)
+    slowdown = slow_plugin.Slowdown()
+    _steps(slowdown, n=5)
+    assert slowdown.counters()["steps"] == 5
+    assert slowdown.counters()["extra_s"] == 0 and slowdown.counters()["spins"] == 0
+
+
+def test_a_bad_fraction_or_mode_is_refused(slow_plugin, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+                                           ) -> None:
+    monkeypatch.setenv("PARABENCH_SLOW_MODE", "nap")
+    with pytest.raises(ValueError, match="spin, sleep"):
+        slow_plugin.Slowdown()
+
+
+@pytest.mark.slow
+def test_serial_slow_spins_in_a_real_case(slow_plugin, tmp_path: Path,  # noqa: ANN001
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARABENCH_SLOW_FRACTION", "0.25")
+    monkeypatch.setenv("PARABENCH_SLOW_COUNTER_DIR", str(tmp_path))
+    out = tmp_path / "r.jsonl"
+    done = subprocess.run([sys.executable, "-m", "parabench", "run", "--workload", "mlp",
+                           "--method", "serial_slow", "--profile", "tiny", "--epochs", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (counter,) = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert counter["steps"] > 0 and counter["spins"] > 0
+    assert counter["extra_s"] >= 0.25 * counter["step_s"]
+    record = json.loads(out.read_text().splitlines()[0])
+    assert record["status"] == "ok"
+    assert "slow_extra_s" in json.dumps(record)  # the counters in the result's notes
+
+
+def _record(mode: str, slowdown: float, index: int, regressed: bool, **kw) -> dict:  # noqa: ANN003
+    return {"mode": mode, "condition": "quiet", "slowdown": slowdown, "index": index,
+            "verdict": "SLOWER 12%" if regressed else "same (not significant)",
+            "regressed": regressed, "ratio": 0.9, "p": 0.01, "samples": "5 repeats vs 5 repeats",
+            "seconds": 10.0, "load_before": "0.10 0.20 0.30", "load_after": "1.10 0.50 0.30",
+            "date": "2026-01-02T03:04:05+00:00", "command": "python scripts/gate_harness.py",
+            "commit": "abc", "settings": {"rounds": 5}, **kw}
+
+
+def test_the_table_counts_false_alarms_and_detections(tmp_path: Path) -> None:
+    h = _harness()
+    path = tmp_path / h.RECORDS
+    records = ([_record("file", 0.0, i, i < 2) for i in range(50)]
+               + [_record("interleaved", 0.1, i, i < 15) for i in range(20)])
+    for r in records:
+        h.append_record(path, r)
+    assert h.read_records(path) == records
+    text = h.write_table(tmp_path).read_text()
+    assert "| file | quiet | none (A/A) | false alarms 4% | 2/50 | 0.900 | 0.10-0.10 -> " \
+           "1.10-1.10 | 2026-01-02 |" in text
+    assert "| interleaved | quiet | 10% | detected 75% | 15/20 |" in text
+    assert "python scripts/gate_harness.py" in text and "70 record(s)" in text
+
+
+def test_recorded_comparisons_are_skipped_on_resume(tmp_path: Path) -> None:
+    h = _harness()
+    args = h.parse_args(["--small", "--mode", "file,interleaved,asv", "--out", str(tmp_path)])
+    assert (args.count, args.detect_count, args.rounds, args.slowdowns) == (2, 1, 2, [0.2])
+    todo = h.plan(args)
+    assert ("asv", 0.0, 1) in todo and ("asv", 0.2, 0) not in todo  # asv: A/A only
+    assert len(todo) == 2 * 3 + 2 * 1
+    done = {h.record_key(_record("file", 0.0, 0, False))}
+    left = [t for t in todo if (t[0], "quiet", t[1], t[2]) not in done]
+    assert len(left) == len(todo) - 1 and ("file", 0.0, 0) not in left
+
+
+@pytest.mark.long
+def test_the_small_harness_run_writes_records_and_a_table(tmp_path: Path) -> None:
+    """About 4 minutes on 2 cores: 3 comparisons each in file and interleaved mode."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gate_harness.py"),
+                           "--small", "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    h = _harness()
+    records = h.read_records(tmp_path / h.RECORDS)
+    assert {(r["mode"], r["slowdown"]) for r in records} == {
+        ("file", 0.0), ("file", 0.2), ("interleaved", 0.0), ("interleaved", 0.2)}
+    assert len(records) == 6 and all(r["samples"] for r in records)
+    assert "| interleaved | quiet | none (A/A) |" in (tmp_path / h.TABLE).read_text()
+    again = subprocess.run([sys.executable, str(ROOT / "scripts" / "gate_harness.py"),
+                            "--small", "--out", str(tmp_path)], capture_output=True, text=True,
+                           timeout=120)
+    assert "0 comparison(s) to run (6 recorded)" in again.stdout  # resumed: nothing repeated
+
+
+def test_the_load_generator_spins_one_process_per_core_and_stops() -> None:
+    h = _harness()
+    with h.background_load(True) as pids:
+        assert len(pids) == (os.cpu_count() or 1)
+        for pid in pids:
+            os.kill(pid, 0)  # alive
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    with h.background_load(False) as none:
+        assert none == []
