@@ -249,11 +249,12 @@ def test_component_memory_and_curve_plots_carry_the_right_series() -> None:
     ax = components_figure(cands).axes[0]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == ["data", "forward", "backward", "optimizer", "communication"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["ddp w1 bs64", "ddp w2 bs64",
-                                                           "serial w1 bs64"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["ddp 1x2 bs64", "ddp 2x1 bs64",
+                                                           "serial 1x2 bs64"]
     mem = memory_figure(cands).axes[0]
-    heights = [p.get_height() for p in mem.patches]
-    assert heights == [750.0, 1100.0, 750.0]
+    bars = {t.get_text(): p.get_width()  # horizontal bars, top to bottom as ticks bottom-up
+            for t, p in zip(mem.get_yticklabels(), mem.patches, strict=True)}
+    assert bars == {"serial 1x2 bs64": 750.0, "ddp 2x1 bs64": 1100.0, "ddp 1x2 bs64": 750.0}
     curves = curves_figure(results).axes[0]
     lines = _lines(curves)
     assert set(lines) == {"serial w1 bs64", "ddp w1 bs64", "ddp w2 bs64"}

@@ -45,7 +45,8 @@ def _pyplot() -> Any:
 
 
 def _short(c: Candidate) -> str:
-    label = f"{c.method} w{c.workers}"
+    """``ddp 2x1 bs64 compile=True``: the table's workers (processes x threads) and what varies."""
+    label = f"{c.method} {c.workers}x{c.threads}"
     if c.batch != "-":
         label += f" bs{c.batch}"
     return label + ("" if c.options == "-" else f" {c.options}")
@@ -158,28 +159,30 @@ def components_figure(cands: list[Candidate]) -> Any | None:
 
 
 def memory_figure(cands: list[Candidate]) -> Any | None:
+    """Peak RAM (and GPU) per configuration, one horizontal bar each (long labels stay readable)."""
     data = sorted((c for c in cands if c.peak_mb is not None),
-                  key=lambda c: (c.method, c.workers))
+                  key=lambda c: (c.method, c.workers, c.threads, c.batch, c.options),
+                  reverse=True)  # barh draws bottom-up: the first configuration on top
     if not data:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    fig, ax = plt.subplots(figsize=(6.4, max(2.4, 0.9 + 0.28 * len(data))))
     labels = [_short(c) for c in data]
     gpu = any(c.peak_gpu_mb for c in data)
-    width = 0.4 if gpu else 0.7
-    xs = list(range(len(data)))
-    ax.bar([x - (width / 2 if gpu else 0) for x in xs], [c.peak_mb for c in data],
-           width=width, label="peak RAM, PSS summed over all processes")
+    height = 0.4 if gpu else 0.7
+    ys = list(range(len(data)))
+    ax.barh([y + (height / 2 if gpu else 0) for y in ys], [c.peak_mb for c in data],
+            height=height, label="peak RAM (PSS, all processes)")
     if gpu:
-        ax.bar([x + width / 2 for x in xs], [c.peak_gpu_mb or 0.0 for c in data], width=width,
-               label="peak GPU (max_memory_allocated)")
-    ax.set_xticks(xs, labels, rotation=30, fontsize=7)
-    ax.set_ylabel("MB")
+        ax.barh([y - height / 2 for y in ys], [c.peak_gpu_mb or 0.0 for c in data],
+                height=height, label="peak GPU (max_memory_allocated)")
+    ax.set_yticks(ys, labels, fontsize=7)
+    ax.set_title("Peak memory per configuration")
     if gpu:
-        ax.set_title("Peak memory")
-        ax.legend(fontsize=7, loc="upper right")  # "best" is slow on big plots
-    else:  # one series: a title instead of a legend that hides bars
-        ax.set_title("Peak memory (PSS summed over all processes; RSS where not recorded)")
+        ax.set_xlabel("MB")
+        ax.legend(fontsize=7, loc="lower right")  # "best" is slow on big plots
+    else:  # one series: an axis label instead of a legend that hides bars
+        ax.set_xlabel("MB, peak RAM (PSS summed over all processes; RSS where not recorded)")
     fig.tight_layout()
     return fig
 
