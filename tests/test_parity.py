@@ -272,3 +272,46 @@ def test_the_spread_is_the_one_measured_at_the_runs_epochs(
     assert spread.seed_spread("mlp", "tiny").std == pytest.approx(0.01)  # the most epochs
     near = spread.seed_spread("mlp", "tiny", 5)  # none at 5: the nearest, said so
     assert near.std == pytest.approx(0.01) and "nearest" in near.source
+
+
+def test_a_serial_run_with_work_options_is_graded_on_plain_serial() -> None:
+    """#26: serial with compile or activation checkpointing is not a second baseline: it is
+    graded exactly on serial without them (ok when it trains the same, FAILED when not), and
+    the other methods are graded on the plain one whichever was recorded last."""
+    from parabench.analysis.recommend import candidates
+
+    plain = _result("serial", 0.80, trace=_trace())
+    knobs = {"compile": True, "activation_checkpointing": True}
+    same = _result("serial", 0.80, trace=_trace(), options=knobs)
+    moved = _result("serial", 0.80, trace=_trace(1.01), options={"compile": True})
+    graded = assess(same, [same, plain])
+    assert graded.status == "ok" and graded.basis == "trajectory", graded
+    assert graded.kind == "exact"
+    assert graded.kind_reason == "the same baseline without activation_checkpointing, compile"
+    failed = assess(moved, [moved, plain])
+    assert failed.status == "failed" and failed.basis == "trajectory", failed
+    # without the plain run it stays the baseline; the plain run is always the baseline
+    assert assess(same, [same]).status == "not-applicable"
+    assert assess(plain, [same, plain]).status == "not-applicable"
+    # ddp is graded on plain serial even when serial with compile is the newest baseline
+    ddp = _result("ddp", 0.80, trace=_trace())
+    assert assess(ddp, [moved, plain]).status == "ok"
+    assert assess(ddp, [moved]).status == "failed"  # (and would be, on that one alone)
+    # the failed serial run is not a qualifying candidate; the graded ok one is
+    rows = [dataclasses.replace(r, parity=assess(r, [r, plain]), samples_per_s=100.0,
+                                window_s=[1.0, 1.0], window_samples=[100, 100])
+            for r in (same, moved)]
+    status = {c.options: c.parity for c in candidates([*rows, plain])}
+    assert status["activation_checkpointing=True compile=True"] == "ok"
+    assert status["compile=True"] == "failed"
+
+
+def test_the_plan_runs_plain_options_before_work_options() -> None:
+    from parabench.sweep.plan import Grid, plan
+
+    grid = Grid(workloads=["mlp"], methods=["serial"], threads_per_worker=1, options={
+        "compile": [True, False], "activation_checkpointing": [True, False]})
+    combos = [(c.config.option("activation_checkpointing"), c.config.option("compile"))
+              for c in plan(grid)]
+    assert len(combos) == 4 and combos[0] == (False, False)
+    assert combos[-1] == (True, True)

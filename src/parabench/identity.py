@@ -82,6 +82,16 @@ def math_options() -> tuple[str, ...]:
     return tuple(n for n, spec in option_specs().items() if spec.changes_math)
 
 
+def work_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options in ``options`` away from their defaults that change the work timed but not
+    the mathematics (activation checkpointing, compile, the DataLoader knobs): a baseline run
+    with them is graded on the same baseline without them."""
+    specs = option_specs()
+    return {k: v for k, v in options.items()
+            if k in specs and specs[k].equal_work and not specs[k].changes_math
+            and v != specs[k].default}
+
+
 def shared_options(label: str) -> str:
     """The part of an options label a speed ratio's baseline must share: the options that
     change the mathematics or the work timed (``changes_math`` / ``equal_work``)."""

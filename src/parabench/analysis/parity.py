@@ -85,6 +85,7 @@ from parabench.analysis.trajectory import (
 from parabench.case.records import Parity
 from parabench.case.result import Result
 from parabench.identity import CaseId
+from parabench.identity import work_options as identity_work_options
 from parabench.registry import methods
 from parabench.workloads.spread import missing_reason, seed_spread
 
@@ -101,11 +102,16 @@ def _match_key(r: Result) -> tuple:
 
 
 def baseline_for(result: Result, baselines: Iterable[Result]) -> Result | None:
-    """The baseline result this one is compared with (same device preferred, else CPU)."""
+    """The baseline result this one is compared with (same device preferred, else CPU; a
+    plain one, without :func:`work_options`, preferred to one with them)."""
     name = baseline_of(result.method)
     candidates = [b for b in baselines
                   if b.method == name and b.status == "ok" and b.quality is not None
                   and b.quality.value is not None and _match_key(b) == _match_key(result)]
+    # the plain baseline first (no compile, no checkpointing: eager serial), then the one at
+    # the same threads (the same reduction order), else the order given (the newest first)
+    candidates.sort(key=lambda b: (bool(work_options(b)),
+                                   b.threads_per_worker != result.threads_per_worker))
     for device in (result.device, "cpu"):
         same = [b for b in candidates if b.device == device]
         if same:
@@ -160,13 +166,35 @@ def assess(result: Result, baselines: Iterable[Result]) -> Parity | None:
     return None if out is None else Parity.from_dict(out)
 
 
+def work_options(result: Result) -> dict[str, Any]:
+    """``result``'s options that change the work timed but not the mathematics, away from
+    their defaults (:func:`parabench.identity.work_options`)."""
+    return identity_work_options(dict(CaseId.recorded(result).options))
+
+
+def plain_baseline(result: Result, baselines: Iterable[Result]) -> Result | None:
+    """For a baseline run with :func:`work_options` on (serial with ``compile=True``): the
+    same baseline with all of them at their defaults, which it must match exactly. None when
+    ``result`` is no such run or the plain one is not in ``baselines``."""
+    if not is_baseline(result.method) or not work_options(result):
+        return None
+    plain = [b for b in baselines if b.method == result.method and b is not result
+             and not work_options(b)]
+    return baseline_for(result, plain)
+
+
 def _assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | None:
+    baselines = list(baselines)
     kind, why = parity_kind(result)
-    if is_baseline(result.method):
+    plain = plain_baseline(result, baselines)
+    if is_baseline(result.method) and (plain is None or result.status != "ok"):
         return {"status": "not-applicable", "kind": kind, "reason": "this is the baseline"}
+    if plain is not None:  # serial with checkpointing or compile: graded on plain serial
+        kind, why = "exact", ("the same baseline without "
+                              + ", ".join(sorted(work_options(result))))
     if result.status != "ok" or result.quality is None or result.quality.value is None:
         return None
-    base = baseline_for(result, baselines)
+    base = plain or baseline_for(result, baselines)
     if base is None:
         name = baseline_of(result.method)
         return {"status": "not-applicable", "kind": kind,

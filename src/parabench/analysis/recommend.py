@@ -184,11 +184,10 @@ def parity_cell(parities: Iterable[Parity | None]) -> str:
 
 
 def _parity(method: str, rs: Sequence[Result]) -> tuple[str, float | None, float | None, str]:
-    if is_baseline(method):
-        return "base", None, None, "base"
     checked = [r.parity for r in rs if r.parity and r.parity.status in ("ok", "failed")]
-    if not checked:
-        return "unchecked", None, None, "-"
+    if not checked:  # a baseline run is checked only with work options on (compile, ...)
+        return ("base", None, None, "base") if is_baseline(method) else (
+            "unchecked", None, None, "-")
     worst = max(checked, key=_severity)
     tol = worst.tolerance
     return (worst.status, worst.gap, tol if isinstance(tol, float) else None,
