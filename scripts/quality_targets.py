@@ -1,0 +1,131 @@
+"""Measure each workload's default time-to-quality target and write it to the shipped table.
+
+Usage::
+
+    python scripts/quality_targets.py --profile tiny                    # every workload, 10 seeds
+    python scripts/quality_targets.py --profile tiny --workload mlp,cnn
+    python scripts/quality_targets.py --profile tiny --workload cnn --seeds 3 --dry-run
+    python scripts/quality_targets.py --profile quick --epochs 8 --workload mlp
+
+For each workload it runs ``serial`` (1 worker, 1 thread) once per seed through the real
+harness (:func:`parabench.sweep.run.run_grid`: each case isolated, as ``parabench run``
+does), for the profile's epoch budget (:data:`BUDGET`: 8 epochs at every profile, below the
+CLI's default ``--max-epochs``, so the default target run can reach what is measured here; an
+estimator is one fit, whatever the epochs). Each case runs in time-to-target mode against an
+unreachable target, so it evaluates held-out quality after every epoch: the per-seed curves
+are kept, to show whether the budget reached a plateau.
+
+The target is the 10th percentile (numpy's default linear interpolation, Hyndman and Fan's
+type 7) over seeds of serial's held-out quality after the *last* epoch of the budget; for a
+lower-is-better metric (reconstruction MSE) the 90th percentile. The last epoch, not the
+best one: the best of eight noisy evaluations is biased upwards, while the last is where
+serial's plateau sits, so serial reaches the target by the end of the budget in about 9 of
+10 seeds (``reached_by`` counts them) and earlier wherever its curve crosses it.
+
+Each entry records the target, the per-seed final qualities and curves, the seeds, the
+epochs, the command and the date, in ``src/parabench/workloads/quality_targets.json`` under
+its workload and profile. Entries not measured by this invocation are kept as they were.
+``--target-quality`` without a value reads this table
+(:mod:`parabench.workloads.targets`).
+
+Not a timing: the machine's load does not matter, only the qualities are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from parabench.registry import workloads
+from parabench.sweep.plan import Grid
+from parabench.sweep.run import run_grid
+from parabench.workloads.targets import TABLE
+
+ABOUT = ("Default time-to-quality targets: per workload and profile, the 10th percentile "
+         "(90th for lower-is-better metrics; numpy's linear interpolation) over seeds of "
+         "serial's held-out quality after the last epoch of the stated budget (1 worker, "
+         "1 thread). Written by scripts/quality_targets.py; each entry records the per-seed "
+         "figures and curves, the seeds, the epochs, the command and the date.")
+#: the epoch budget per profile: at most the CLI's default --max-epochs (10)
+BUDGET = {"tiny": 8, "quick": 8, "full": 8}
+PERCENTILE = 10
+#: a target no quality reaches, so every epoch is evaluated (a finite number, as configs want)
+NEVER = 1e9
+
+
+def measure(workload: str, profile: str, seeds: list[int], epochs: int,
+            timeout_s: float) -> dict[str, Any]:
+    """Serial's curve for each seed, through the harness; the entry for the table."""
+    higher = workloads.get(workload).quality.higher_is_better
+    finals: list[float] = []
+    curves: list[list[float | None]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "targets.jsonl"
+        for seed in seeds:
+            grid = Grid(workloads=[workload], methods=["serial"], workers=[1],
+                        threads_per_worker=1, epochs=epochs, profile=profile, seed=seed,
+                        timeout_s=timeout_s, steps=0,
+                        target_quality=NEVER if higher else -NEVER)
+            (result,) = run_grid(grid, out=out)
+            if result.status != "ok" or result.quality is None or result.quality.value is None:
+                raise RuntimeError(f"{workload}/{profile} seed {seed}: {result.status} "
+                                   f"{result.reason or ''}")
+            finals.append(float(result.quality.value))
+            curves.append(list(result.epoch_quality))
+            print(f"  {workload} {profile} seed {seed}: {finals[-1]:.6g} "
+                  f"(curve {' '.join(f'{q:.4g}' for q in curves[-1] if q is not None)})",
+                  flush=True)
+    pct = PERCENTILE if higher else 100 - PERCENTILE
+    target = float(np.percentile(finals, pct))
+    reached_by = sum(1 for v in finals if (v >= target if higher else v <= target))
+    return {"target": target, "percentile": pct, "percentile_method": "numpy linear (type 7)",
+            "quality_at": "last epoch", "higher_is_better": higher,
+            "min": min(finals), "median": statistics.median(finals), "max": max(finals),
+            "reached_by": reached_by, "values": finals, "curves": curves, "seeds": seeds,
+            "epochs": epochs, "epochs_run": [len(c) for c in curves],
+            "method": "serial w=1 t=1"}
+
+
+def write(workload: str, profile: str, entry: dict[str, Any], path: Path = TABLE) -> None:
+    """Put ``entry`` at ``entries[workload][profile]``, keeping the rest."""
+    old = json.loads(path.read_text())["entries"] if path.exists() else {}
+    old.setdefault(workload, {})[profile] = entry
+    ordered = {w: {p: old[w][p] for p in sorted(old[w])} for w in sorted(old)}
+    path.write_text(json.dumps({"about": ABOUT, "entries": ordered}, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--profile", required=True, choices=sorted(BUDGET))
+    p.add_argument("--workload", default=None, help="comma list (default: every workload)")
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    p.add_argument("--epochs", type=int, default=None, help="default: the profile's budget")
+    p.add_argument("--timeout", type=float, default=1800.0, help="per case, seconds")
+    p.add_argument("--dry-run", action="store_true", help="measure, print, write nothing")
+    args = p.parse_args(argv)
+    names = args.workload.split(",") if args.workload else workloads.names()
+    epochs = args.epochs or BUDGET[args.profile]
+    command = " ".join(["python scripts/quality_targets.py", *map(shlex.quote, argv)])
+    for name in names:
+        entry = measure(name, args.profile, list(range(args.seeds)), epochs, args.timeout)
+        entry.update(command=command, date=date.today().isoformat())
+        print(f"{name} {args.profile}: target {entry['target']:.4g} (p{entry['percentile']}), "
+              f"min {entry['min']:.4g} median {entry['median']:.4g} max {entry['max']:.4g}",
+              flush=True)
+        if not args.dry_run:  # one workload at a time: a later failure keeps what was measured
+            write(name, args.profile, entry)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
