@@ -11,9 +11,10 @@ For each workload it runs ``serial`` (1 worker, 1 thread) once per seed through 
 harness (:func:`parabench.sweep.run.run_grid`: each case isolated, as ``parabench run``
 does), for the profile's epoch budget (:data:`BUDGET`: 8 epochs at every profile, below the
 CLI's default ``--max-epochs``, so the default target run can reach what is measured here; an
-estimator is one fit, whatever the epochs). Each case runs in time-to-target mode against an
-unreachable target, so it evaluates held-out quality after every epoch: the per-seed curves
-are kept, to show whether the budget reached a plateau.
+estimator, which refits the same model every epoch, is measured at 1 epoch: one fit). Each
+case runs in time-to-target mode against an unreachable target, so it evaluates held-out
+quality during every epoch: the per-seed curves (each epoch's last evaluation) are kept, to
+show whether the budget reached a plateau.
 
 The target is the 10th percentile (numpy's default linear interpolation, Hyndman and Fan's
 type 7) over seeds of serial's held-out quality after the *last* epoch of the budget; for a
@@ -65,7 +66,9 @@ NEVER = 1e9
 def measure(workload: str, profile: str, seeds: list[int], epochs: int,
             timeout_s: float) -> dict[str, Any]:
     """Serial's curve for each seed, through the harness; the entry for the table."""
-    higher = workloads.get(workload).quality.higher_is_better
+    wl = workloads.get(workload)
+    higher = wl.quality.higher_is_better
+    epochs = epochs if wl.epochs_improve else 1  # a forest refits the same model: one fit
     finals: list[float] = []
     curves: list[list[float | None]] = []
     with tempfile.TemporaryDirectory() as tmp:

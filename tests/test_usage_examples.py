@@ -114,6 +114,7 @@ SLOW = {
     "parabench.engines", "parabench.tf.program", "parabench.torch.pipeline",
     "parabench.torch.pipeline_tp",
     "parabench.torch.session", "parabench.torch.build", "parabench.forest.hybrid_worker",
+    "parabench.case.parts",
 }
 
 _FOREST = """
@@ -166,6 +167,14 @@ SETUP: dict[str, str] = {
         "session.start()\n__teardown__ = session.close\n"
         "epoch, samples_per_epoch = 0, 1024\n"),
     "parabench.case.launcher": _WORKLOADS,
+    "parabench.case.parts": _WORKLOADS + (
+        "session = methods.get('serial').session(workloads.get('mlp'), config)\n"
+        "session.start()\n__teardown__ = session.close\n"
+        "epoch, meter = 0, None\n"
+        "between = lambda stats, epoch, part, parts: part == 2  # stop after the third part"),
+    "parabench.torch.split_batch": (
+        "workload = workloads.get('vgg11')\n"
+        "model = workload.build_model(workload.make_data('tiny', 0), 0)"),
     "parabench.forest.hybrid": "workload = workloads.get('random_forest')\n"
                                "config = config.__class__(workload='random_forest', "
                                "method='threads+torch', profile='tiny', workers=2)",

@@ -154,9 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "throughput is their median with a 95%% bootstrap CI)")
     p.add_argument("--target-quality", type=target, nargs="?", const=DEFAULT_TARGET,
                    metavar="Q|default",
-                   help="time-to-accuracy mode: evaluate after every epoch, stop when held-out "
-                        "quality reaches Q (<= Q for lower-is-better metrics); 'default' or "
-                        "the bare flag: 0.97 x serial's quick-profile quality per workload")
+                   help="time-to-accuracy mode: evaluate up to 8 times an epoch (off the "
+                        "clock), stop when held-out quality reaches Q (<= Q for lower-is-better "
+                        "metrics); 'default' or the bare flag: serial's measured quality per "
+                        "workload and profile (quality_targets.json; else 0.97 x its "
+                        "quick-profile quality, said so)")
     p.add_argument("--max-epochs", type=positive_int, default=None,
                    help=f"with --target-quality: most epochs a case trains "
                         f"(default: {DEFAULT_MAX_EPOCHS})")

@@ -10,6 +10,8 @@ Usage::
                 stats = s.train_epoch(epoch)  # steady state: never spawns anything
             quality = s.evaluate()
             stats = s.train_window(0, steps=20)   # speed: one window (after the epochs)
+            parts = s.epoch_parts(8)          # time to target: an epoch in up to 8 parts,
+            stats = s.train_part(3, 0, parts)  # each followed by an evaluation
         # close() ran: nothing of the session is left running, even after an error
 
 The harness drives these steps through :class:`parabench.case.lifecycle.CaseLifecycle`, which
@@ -20,6 +22,13 @@ whose ``window_unit`` is ``"steps"`` trains ``steps`` global mini-batch steps pe
 from :func:`parabench.torch.loop.window_order` (full global batches, the same samples for
 every method); any other session's window is one more epoch (``"epoch"``) or one more fit
 (``"fit"``, the estimators), the default :meth:`Session.train_window`.
+
+**Parts of an epoch.** Time-to-target mode (:mod:`parabench.case.target`) evaluates
+held-out quality between *parts* of an epoch: ``epoch_parts(wanted)`` says how many the
+session trains an epoch in (at most ``wanted``; the default 1: whole epochs only) and
+``train_part(epoch, part, parts)`` trains one of them. The parts of an epoch, in order, train
+exactly what ``train_epoch(epoch)`` trains (the same batches in the same order, the same
+random stream), so evaluating between them changes nothing but when quality is read.
 
 A method declares what it ``requires`` (see :mod:`parabench.hardware`), the ``devices`` it
 runs on, and which workloads it ``supports``. ``check`` turns all of that into one reason
@@ -61,6 +70,23 @@ class EpochStats:
     samples: int
     components: dict[str, float] = field(default_factory=dict)
     served: int | None = None
+
+    @classmethod
+    def join(cls, parts: list[EpochStats]) -> EpochStats:
+        """One epoch from its parts (:meth:`Session.train_part`): seconds, samples,
+        components and served counts summed, the loss weighted by samples."""
+        if len(parts) == 1:
+            return parts[0]
+        seconds = samples = 0
+        components: dict[str, float] = {}
+        for p in parts:
+            seconds, samples = seconds + p.seconds, samples + p.samples
+            for name, value in p.components.items():
+                components[name] = components.get(name, 0.0) + value
+        loss = sum(p.loss * p.samples for p in parts) / samples if samples else float("nan")
+        served = [p.served for p in parts]
+        return cls(seconds=seconds, loss=loss, samples=samples, components=components,
+                   served=None if None in served else sum(s or 0 for s in served))
 
 
 #: epoch numbers of the windows a non-step session trains: far past any epoch run for quality
@@ -108,6 +134,18 @@ class Session(ABC):
     def train_window(self, window: int, steps: int) -> EpochStats:
         """One speed window (see the module doc); by default one more epoch, ``steps`` unused."""
         return self.train_epoch(WINDOW_EPOCH_BASE + window)
+
+    def epoch_parts(self, wanted: int) -> int:
+        """The parts (at most ``wanted``) this session trains an epoch in with
+        :meth:`train_part`; by default 1: it trains whole epochs only."""
+        return 1
+
+    def train_part(self, epoch: int, part: int, parts: int) -> EpochStats:
+        """Part ``part`` (0-based) of ``parts`` (:meth:`epoch_parts`) of epoch ``epoch``; the
+        parts in order train what :meth:`train_epoch` does (see the module doc)."""
+        if parts == 1:
+            return self.train_epoch(epoch)
+        raise NotImplementedError(f"{type(self).__name__} trains whole epochs only")
 
     @abstractmethod
     def evaluate(self) -> float:

@@ -179,14 +179,20 @@ class EnergyMeter:
             self.reasons.append(f"read failed: {type(exc).__name__}: {exc}")
             return None
 
-    def add_epoch(self, before: list[list[int]] | None, after: list[list[int]] | None) -> None:
+    def add_epoch(self, before: list[list[int]] | None, after: list[list[int]] | None,
+                  part: int = 0) -> None:
+        """The joules between two reads; ``part`` > 0: a later part of the epoch added last
+        (time-to-target mode reads around each part, leaving its evaluations out)."""
         if not self.sources:
             return
-        if before is None or after is None:
-            self.epochs.append(None)
+        joules = None if before is None or after is None else {
+            s.name: s.joules(b, a) for s, b, a in zip(self.sources, before, after, strict=True)}
+        if part and self.epochs:
+            last = self.epochs[-1]
+            self.epochs[-1] = (None if last is None or joules is None
+                               else {name: last[name] + joules[name] for name in last})
             return
-        self.epochs.append({s.name: s.joules(b, a)
-                            for s, b, a in zip(self.sources, before, after, strict=True)})
+        self.epochs.append(joules)
 
     def summary(self, samples_per_epoch: int | None) -> dict[str, Any]:
         """Joules per epoch (all sources summed) and per sample over the steady epochs."""

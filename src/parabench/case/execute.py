@@ -12,8 +12,9 @@ The case runs through its one lifecycle (:class:`~parabench.case.lifecycle.CaseL
 start, epochs, evaluate, close); this module turns what it measured into a
 :class:`~parabench.case.result.Result`. Around each epoch the lifecycle reads the energy
 counters (:mod:`parabench.case.energy`), outside the epoch clock. With
-``config.target_quality`` set, each epoch is followed by a held-out evaluation, also off that
-clock, and training stops once the target is reached (:mod:`parabench.case.target`). Under
+``config.target_quality`` set, the epochs are trained in parts, each followed by a held-out
+evaluation, also off that clock, and training stops once the target is reached
+(:mod:`parabench.case.target`). Under
 ``torchrun`` every rank runs this with ``launcher=TorchrunLauncher()``
 (:mod:`parabench.torch.launch`).
 """
@@ -89,6 +90,8 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
     tracker = tracker_for(workload, config)  # None unless --target-quality
     try:
         say("starting")
+        if tracker is not None:
+            say(f"target {tracker.target:g}: {tracker.source}")
         lifecycle.start()
         m["startup_s"] = lifecycle.startup_s
         m["cpu_efficiency"] = lifecycle.train(config.epochs, tracker, say)

@@ -38,9 +38,10 @@ process once torch has initialised CUDA here (a pool's parent never touches the 
 
 Around each window the energy counters are read (:mod:`parabench.case.energy`), outside the
 session's clock. :meth:`CaseLifecycle.train` is the worker's loop: with a
-:class:`~parabench.case.target.TargetTracker` each epoch is followed by a held-out evaluation
-off the clock, and training stops once the target is reached; it returns the CPU efficiency
-of the training (evaluations left out).
+:class:`~parabench.case.target.TargetTracker` each epoch is trained in the session's parts
+(:meth:`~parabench.method.Session.epoch_parts`), each followed by a held-out evaluation off
+the clock, and training stops once the target is reached; it returns the CPU efficiency of
+the training (evaluations left out).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from parabench.case.clock import Clock, Stopwatch
 from parabench.case.energy import EnergyMeter
 from parabench.case.launcher import POOL, Launcher, launching
 from parabench.case.measure import CpuRate, tree_cpu_seconds
+from parabench.case.parts import Between, checked_samples, train_epoch
 from parabench.case.target import TargetTracker
 from parabench.config import RunConfig
 from parabench.method import EpochStats, Method, Session
@@ -115,16 +117,6 @@ def device_sync(session: Session, config: RunConfig) -> Callable[[], None] | Non
     return sync
 
 
-def checked_samples(stats: EpochStats, what: str) -> EpochStats:
-    """``stats``, if it claims the samples its loaders served (``EpochStats.served``); else
-    the case fails with both figures (a per-rank count taken for a global one, say)."""
-    if stats.served is not None and stats.served != stats.samples:
-        raise RuntimeError(
-            f"{what}: the session claims {stats.samples} samples but its data loaders served "
-            f"{stats.served}: throughput would be wrong")
-    return stats
-
-
 @dataclass(kw_only=True)
 class CaseLifecycle:
     """One case's session from start to close; see the module doc."""
@@ -165,13 +157,11 @@ class CaseLifecycle:
         _, self.startup_s = self.clock.time(session.start)
         return session
 
-    def epoch(self) -> EpochStats:
-        """One window: the session's epoch, energy counters read around it."""
-        session = self._started()
-        before = self.meter.read() if self.meter else None
-        stats = checked_samples(session.train_epoch(self.epochs_run), f"epoch {self.epochs_run}")
-        if self.meter:
-            self.meter.add_epoch(before, self.meter.read())
+    def epoch(self, between: Between | None = None) -> EpochStats:
+        """The session's epoch, energy counters read around it; with ``between`` (time to
+        target), trained in the session's parts, ``between`` called after each (off the
+        clock): True ends the epoch there, and its stats are those of the parts trained."""
+        stats = train_epoch(self._started(), self.epochs_run, self.meter, between)
         self.epochs_run += 1
         self.history.append(stats)
         self.last_epoch = stats
@@ -192,15 +182,19 @@ class CaseLifecycle:
         """
         say = say or (lambda _msg: None)
         session = self._started()
+
+        def between(stats: EpochStats, epoch: int, part: int, parts: int) -> bool:
+            assert tracker is not None  # held-out quality, evaluated off the training clock
+            stop = tracker.after_part(session, stats, epoch, part, parts)
+            say(tracker.status_line())
+            return stop
+
         cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         for epoch in range(epochs):
-            stats = self.epoch()
+            stats = self.epoch(between if tracker is not None else None)
             say(f"epoch {epoch + 1}/{epochs} {stats.seconds:.3f}s loss {stats.loss:.4f}")
-            if tracker is not None:  # held-out quality, evaluated off the epoch clock
-                stop = tracker.after_epoch(session)
-                say(tracker.status_line())
-                if stop:
-                    break
+            if tracker is not None and tracker.stop:
+                break
         eval_wall, eval_cpu = (sum(tracker.eval_s), tracker.eval_cpu_s) if tracker else (0, 0)
         wall = watch.seconds() - eval_wall
         cores = self.config.workers * session.threads_per_worker

@@ -81,18 +81,30 @@ class Window(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class TimeToTarget(Record):
-    """Time-to-target mode: the target, whether and at which epoch (1-based) it was reached,
-    the training seconds up to it (start-up apart), or why not."""
+    """Time-to-target mode: the target (and where it came from), whether it was reached, where
+    (the 1-based ``epoch``, the fractional ``epochs_to_target``, ``samples_to_target``: every
+    worker's samples trained up to that evaluation), the training seconds up to it (start-up
+    apart), or why not; how often quality was evaluated (``evals_per_epoch``, the nominal
+    ``eval_every_samples``, ``resolution`` in words) and every evaluation's samples and
+    quality."""
 
     target: float | None = None
+    target_source: str = ""
     higher_is_better: bool = True
     max_epochs: int | None = None
     epochs_run: int = 0
     reached: bool = False
     epoch: int | None = None
+    epochs_to_target: float | None = None
+    samples_to_target: int | None = None
     train_s: float | None = None
     startup_s: float | None = None
     eval_s_total: float = 0.0
+    evals_per_epoch: int | None = None
+    eval_every_samples: int | None = None
+    resolution: str = ""
+    eval_samples: list[int] = field(default_factory=list)
+    eval_quality: list[float | None] = field(default_factory=list)
     best_quality: float | None = None
     stopped_early: bool = False
     reason: str = ""

@@ -3,27 +3,39 @@
 Usage::
 
     parabench run --workload cnn --method serial,ddp --workers 2 --target-quality 0.9
-    parabench run --workload mlp --target-quality --max-epochs 20   # the workload's default
+    parabench run --workload mlp --target-quality --max-epochs 20   # the measured default
 
-    target = resolve_target("default", workloads.get("mlp"))        # 0.97 x serial's quick 0.78
+    target = resolve_target("default", workloads.get("mlp"), "tiny")  # quality_targets.json
     tracker = TargetTracker(target=target, higher_is_better=True, epochs_improve=True)
-    for epoch in range(max_epochs):                                 # the lifecycle's loop
-        session.train_epoch(epoch)
-        if tracker.after_epoch(session):                            # evaluated off the clock
+    parts = session.epoch_parts(EVALS_PER_EPOCH)   # as the lifecycle's epochs do it
+    for epoch in range(max_epochs):
+        for part in range(parts):
+            stats = session.train_part(epoch, part, parts)
+            if tracker.after_part(session, stats, epoch, part, parts):  # off the clock
+                break
+        if tracker.stop:
             break
-    tracker.summary(epoch_s, startup_s, max_epochs)                 # the result's time_to_target
+    tracker.summary(epoch_s, startup_s, max_epochs)   # the result's time_to_target
 
-A case in this mode evaluates held-out quality after every epoch, outside the epoch's clock
-(evaluation time is summed apart), and stops at the first epoch whose quality reaches the
-target (``>=``, or ``<=`` for lower-is-better metrics such as reconstruction MSE), or after
-``--max-epochs``. Its time to target is ``train_s``, the sum of the epoch times up to and
-including that epoch (the first, warm-up epoch included: its updates count towards the
-quality), with ``startup_s`` reported beside it, never added in.
+A case in this mode evaluates held-out quality between *parts* of each epoch, outside the
+training clock (evaluation time is summed apart): up to :data:`EVALS_PER_EPOCH` parts of
+whole steps for the torch sessions that train an epoch in parts
+(:meth:`~parabench.method.Session.epoch_parts`: serial, model_parallel, ddp, fsdp, tp,
+fsdp_tp), one per round for fedavg, one per epoch for the others (the pipelines, TensorFlow,
+the forests), which the result says (``evals_per_epoch``, ``resolution``). The parts of an
+epoch train exactly its batches, in its order. It stops at the first evaluation whose quality
+reaches the target (``>=``, or ``<=`` for lower-is-better metrics such as reconstruction
+MSE), mid-epoch if that is where (the last epoch is then partial), or after ``--max-epochs``.
+It records the samples trained up to that evaluation (``samples_to_target``, every worker's)
+and ``train_s``, the training seconds up to it (the first, warm-up epoch included: its
+updates count towards the quality), with ``startup_s`` reported beside it, never added in.
 
-The default target of a workload is :data:`TARGET_FRACTION` of the quality serial reaches at
-the quick profile in 3 epochs (``Workload.reference_quality``, measured and listed in the
-README); for a lower-is-better metric it is that value divided by the fraction. The default
-is a quick-profile figure whatever ``--profile`` says: at tiny it may be out of reach.
+The default target of a workload is measured (:mod:`parabench.workloads.targets`): serial's
+reliable quality at the case's profile, the 10th percentile over seeds of its quality after
+an 8-epoch budget (90th for a lower-is-better metric). Where none was measured (a plugin's
+workload, an unmeasured profile) it falls back to :data:`TARGET_FRACTION` of the quality
+serial reaches at the quick profile in 3 epochs (``Workload.reference_quality``; divided by
+the fraction when lower is better), and the case's progress and ``target_source`` say so.
 
 Estimator workloads refit the same seeded forest each epoch, so their quality cannot improve
 over epochs: the first fit either reaches the target or the case stops there with "not
@@ -42,15 +54,19 @@ from parabench.case.clock import Stopwatch
 from parabench.case.measure import tree_cpu_seconds
 from parabench.case.records import TimeToTarget
 from parabench.config import ConfigError, RunConfig
-from parabench.method import Session
+from parabench.method import EpochStats, Session
 from parabench.workload import Workload
+from parabench.workloads.targets import missing_reason, quality_target
 
 TARGET_FRACTION = 0.97
 DEFAULT_MAX_EPOCHS = 10
 DEFAULT = "default"
+#: the most evaluations per epoch a session that trains an epoch in parts gets: its
+#: samples-to-target is then resolved to 1/8 of an epoch
+EVALS_PER_EPOCH = 8
 
 
-def default_target(workload: Workload) -> float:
+def fallback_target(workload: Workload) -> float:
     """0.97 x serial's quick-profile quality (reference / 0.97 when lower is better)."""
     ref = workload.reference_quality
     if ref is None:
@@ -61,15 +77,34 @@ def default_target(workload: Workload) -> float:
     return ref * TARGET_FRACTION if workload.quality.higher_is_better else ref / TARGET_FRACTION
 
 
-def resolve_target(spec: float | str | None, workload: Workload) -> float | None:
-    """A numeric target for ``workload`` from ``--target-quality`` (None: mode off)."""
+def default_target(workload: Workload, profile: str) -> tuple[float, str]:
+    """(target, where it came from): the measured one, else :func:`fallback_target`."""
+    if (entry := quality_target(workload.name, profile)) is not None:
+        return entry.value, entry.source
+    return fallback_target(workload), (f"{missing_reason(workload.name, profile)}: using "
+                                       f"{TARGET_FRACTION:g} x quick reference")
+
+
+def resolve_target(spec: float | str | None, workload: Workload, profile: str) -> float | None:
+    """A numeric target for ``workload`` at ``profile`` from ``--target-quality`` (None: mode
+    off)."""
     if spec is None:
         return None
     if spec == DEFAULT:
-        return default_target(workload)
+        return default_target(workload, profile)[0]
     if isinstance(spec, bool) or not isinstance(spec, int | float) or not math.isfinite(spec):
         raise ConfigError(f"target quality must be a finite number or 'default', got {spec!r}")
     return float(spec)
+
+
+def target_source(target: float, workload: Workload, profile: str) -> str:
+    """Where a case's numeric target came from: the default (measured, or the fallback, as
+    :func:`default_target` says) when it is that number, else "--target-quality"."""
+    try:
+        value, source = default_target(workload, profile)
+    except ConfigError:
+        return "--target-quality"
+    return source if value == target else "--target-quality"
 
 
 def reached(value: float | None, target: float, higher_is_better: bool) -> bool:
@@ -78,8 +113,10 @@ def reached(value: float | None, target: float, higher_is_better: bool) -> bool:
     return value >= target if higher_is_better else value <= target
 
 
-#: the progress line :meth:`TargetTracker.status_line` prints after each evaluation
-QUALITY_LINE = re.compile(r"^quality (\S+), target ")
+#: the progress line :meth:`TargetTracker.status_line` prints after each evaluation: the
+#: quality, where (epoch, part) and the samples and training seconds up to there
+QUALITY_LINE = re.compile(r"^quality (\S+), target \S+ at epoch (\d+)(?: part (\d+)/(\d+))? "
+                          r"\((\d+) samples, (\S+)s training\)")
 
 
 def salvage(config: RunConfig, lines: list[str], epoch_s: list[float]) -> dict[str, Any]:
@@ -87,7 +124,8 @@ def salvage(config: RunConfig, lines: list[str], epoch_s: list[float]) -> dict[s
 
     The runner keeps the epochs of a worker that died before writing its result (a timeout,
     a crash); in time-to-target mode this keeps the qualities it had printed, so the result
-    says "not reached in N epochs" instead of nothing. Start-up is unknown there (None).
+    says "not reached in N epochs" (or where it was reached) instead of nothing. Start-up is
+    unknown there (None).
     """
     from parabench.registry import workloads
 
@@ -95,12 +133,13 @@ def salvage(config: RunConfig, lines: list[str], epoch_s: list[float]) -> dict[s
     if tracker is None:
         return {}
     for line in lines:
-        if m := QUALITY_LINE.match(line.strip()):
-            value = None if m.group(1) == "none" else float(m.group(1))
-            tracker.qualities.append(value)
-            if tracker.reached_epoch is None and reached(value, tracker.target,
-                                                         tracker.higher_is_better):
-                tracker.reached_epoch = len(tracker.qualities)
+        if not (m := QUALITY_LINE.match(line.strip())):
+            continue
+        value = None if m.group(1) == "none" else float(m.group(1))
+        part, parts = (int(m.group(3)) - 1, int(m.group(4))) if m.group(3) else (0, 1)
+        tracker.record(value, epoch=int(m.group(2)) - 1, part=part, parts=parts,
+                       samples=int(m.group(5)) - tracker.samples,
+                       seconds=float(m.group(6)) - tracker.train_s)
     return {"epoch_quality": list(tracker.qualities),
             "time_to_target": TimeToTarget.from_dict(tracker.summary(epoch_s, None,
                                                                      config.epochs))}
@@ -112,75 +151,138 @@ def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:
         return None
     return TargetTracker(target=config.target_quality,
                          higher_is_better=workload.quality.higher_is_better,
-                         epochs_improve=workload.epochs_improve)
+                         epochs_improve=workload.epochs_improve,
+                         source=target_source(config.target_quality, workload,
+                                              config.profile))
 
 
 @dataclass(kw_only=True)
 class TargetTracker:
-    """Per-epoch held-out quality of one case, and when it first reached the target."""
+    """Held-out quality of one case at every evaluation, and when it first reached the target.
+
+    ``qualities`` holds one value per epoch (its last evaluation: the result's
+    ``epoch_quality``), ``evals`` every evaluation as (epochs, samples, train_s, quality):
+    the epochs trained so far (fractional between parts), every worker's samples and the
+    training seconds up to it.
+    """
 
     target: float
     higher_is_better: bool
     epochs_improve: bool = True
+    source: str = ""
     qualities: list[float | None] = field(default_factory=list)
+    evals: list[tuple[float, int, float, float | None]] = field(default_factory=list)
     eval_s: list[float] = field(default_factory=list)
     eval_cpu_s: float = 0.0
     reached_epoch: int | None = None  # 1-based
+    #: the evaluation that first reached the target (an index into ``evals``)
+    reached_eval: int | None = None
+    samples: int = 0
+    train_s: float = 0.0
+    #: evaluations per epoch (the most an epoch had), the nominal samples between two, and
+    #: the resolution in words; the last evaluation's (epoch, part, parts), 0-based
+    parts: int = 0
+    every_samples: int | None = None
+    resolution: str = ""
+    position: tuple[int, int, int] = (0, 0, 1)
 
-    def after_epoch(self, session: Session) -> bool:
-        """Evaluate once (timed apart); True when training should stop here."""
+    def after_part(self, session: Session, stats: EpochStats, epoch: int, part: int,
+                   parts: int) -> bool:
+        """Evaluate once after part ``part`` of ``parts`` of ``epoch`` (0-based), which
+        trained ``stats`` (timed apart); True when training should stop here."""
         cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         value = session.evaluate()
         self.eval_s.append(watch.seconds())
         self.eval_cpu_s += tree_cpu_seconds(os.getpid()) - cpu0
-        self.qualities.append(value)
-        if self.reached_epoch is None and reached(value, self.target, self.higher_is_better):
-            self.reached_epoch = len(self.qualities)
-        return self.reached_epoch is not None or not self.epochs_improve
+        if not self.resolution:
+            self.resolution = resolution(session, parts)
+            self.every_samples = round(session.samples_per_epoch / parts) or None
+        self.record(value, epoch=epoch, part=part, parts=parts, samples=stats.samples,
+                    seconds=stats.seconds)
+        return self.stop
+
+    def record(self, value: float | None, *, epoch: int, part: int, parts: int, samples: int,
+               seconds: float) -> None:
+        """One evaluation after part ``part`` of ``parts`` of ``epoch``, which trained
+        ``samples`` in ``seconds``."""
+        self.samples += samples
+        self.train_s += seconds
+        self.parts, self.position = max(self.parts, parts), (epoch, part, parts)
+        self.evals.append((epoch + (part + 1) / parts, self.samples, self.train_s, value))
+        if self.reached_eval is None and reached(value, self.target, self.higher_is_better):
+            self.reached_eval, self.reached_epoch = len(self.evals) - 1, epoch + 1
+        if part == parts - 1 or self.stop:  # the epoch's last evaluation
+            self.qualities.append(value)
+
+    @property
+    def stop(self) -> bool:
+        """Whether training stops: the target was reached, or more epochs cannot help."""
+        return self.reached_eval is not None or (not self.epochs_improve and bool(self.evals))
 
     def status_line(self) -> str:
-        """One progress line about the epoch just evaluated."""
-        value = self.last_quality
+        """One progress line about the evaluation just made (:data:`QUALITY_LINE`)."""
+        value = self.evals[-1][3] if self.evals else None
         shown = "none" if value is None else f"{value:.6g}"
-        line = f"quality {shown}, target {self.target:g}"
-        if self.reached_epoch == len(self.qualities):
-            return f"{line}: reached at epoch {self.reached_epoch}, stopping early"
+        epoch, part, parts = self.position
+        at = f"at epoch {epoch + 1}" + (f" part {part + 1}/{parts}" if parts > 1 else "")
+        line = (f"quality {shown}, target {self.target:g} {at} ({self.samples} samples, "
+                f"{self.train_s:.6f}s training)")
+        if self.reached_eval is not None and self.reached_eval == len(self.evals) - 1:
+            return f"{line}: reached, stopping early"
         if not self.epochs_improve:
             return f"{line}: not reached, and every epoch refits the same model: stopping"
         return line
 
     @property
     def last_quality(self) -> float | None:
-        return self.qualities[-1] if self.qualities else None
+        return self.evals[-1][3] if self.evals else None
 
     def summary(self, epoch_s: list[float], startup_s: float | None,
                 max_epochs: int) -> dict[str, Any]:
         """The result's ``time_to_target`` field."""
+        hit = None if self.reached_eval is None else self.evals[self.reached_eval]
         out: dict[str, Any] = {
             "target": self.target,
+            "target_source": self.source,
             "higher_is_better": self.higher_is_better,
             "max_epochs": max_epochs,
             "epochs_run": len(epoch_s),
-            "reached": self.reached_epoch is not None,
+            "reached": hit is not None,
             "epoch": self.reached_epoch,
-            "train_s": None,
+            "epochs_to_target": None if hit is None else hit[0],
+            "samples_to_target": None if hit is None else hit[1],
+            "train_s": None if hit is None else hit[2],
             "startup_s": startup_s,
             "eval_s_total": sum(self.eval_s),
+            "evals_per_epoch": self.parts or None,
+            "eval_every_samples": self.every_samples,
+            "resolution": self.resolution,
+            "eval_samples": [e[1] for e in self.evals],
+            "eval_quality": [e[3] for e in self.evals],
             "best_quality": self._best(),
             "stopped_early": False,
             "reason": "",
         }
-        if self.reached_epoch is not None:
-            out["train_s"] = sum(epoch_s[: self.reached_epoch])
-            out["stopped_early"] = self.reached_epoch < max_epochs
-        elif not self.epochs_improve and self.qualities:
+        if hit is not None:
+            out["stopped_early"] = hit[0] < max_epochs
+        elif not self.epochs_improve and self.evals:
             out["reason"] = "not reached: every epoch refits the same model"
         else:
             out["reason"] = f"not reached in {len(self.qualities)} epochs"
         return out
 
     def _best(self) -> float | None:
-        known = [q for q in self.qualities if q is not None and not math.isnan(q)]
+        known = [e[3] for e in self.evals if e[3] is not None and not math.isnan(e[3])]
         if not known:
             return None
         return max(known) if self.higher_is_better else min(known)
+
+
+def resolution(session: Session, parts: int) -> str:
+    """How finely ``session`` resolves when the target was reached, in words."""
+    if session.workload.family != "torch":
+        return "one evaluation per fit: the fit reaches the target or not"
+    if parts > 1:
+        return f"{parts} evaluations per epoch"
+    return (f"one evaluation per epoch: {session.config.method} trains whole epochs here, so "
+            f"samples_to_target is resolved to an epoch")

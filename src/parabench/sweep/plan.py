@@ -114,7 +114,8 @@ class Grid:
             threads_per_worker=self.threads_per_worker, batch_size=batch_size,
             epochs=self.epochs, profile=self.profile, seed=self.seed, repeat=repeat,
             timeout_s=self.timeout_s, options=options if options is not None else {},
-            target_quality=resolve_target(self.target_quality, workloads.get(workload)),
+            target_quality=resolve_target(self.target_quality, workloads.get(workload),
+                                          self.profile),
             steps=self.steps, windows=self.windows,
         )
 

@@ -268,6 +268,16 @@ class FedAvgProgram:
         r = self.rounds_per_epoch
         return self._timed_rounds(range(epoch * r, (epoch + 1) * r))
 
+    def epoch_parts(self, wanted: int) -> int:
+        """One part per round, whatever ``wanted``: the global model exists between rounds."""
+        return self.rounds_per_epoch or 1
+
+    def train_part(self, epoch: int, part: int, parts: int) -> EpochStats:
+        """Round ``part`` of epoch ``epoch`` (``parts``: :meth:`epoch_parts`)."""
+        if parts != self.rounds_per_epoch:
+            raise ValueError(f"an epoch is {self.rounds_per_epoch} rounds, not {parts} parts")
+        return self.train_round(epoch * parts + part)
+
     def train_window(self, window: int, steps: int) -> EpochStats:
         """A speed window: one round, numbered past every round trained for quality."""
         from parabench.method import WINDOW_EPOCH_BASE

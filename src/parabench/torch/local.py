@@ -6,6 +6,7 @@ Usage (the methods' ``session`` returns one)::
     session = ModelParallelSession(workload, config)      # stages on cuda:0..k-1 (CPU: one)
     session.start()                  # build_case: tensors, seeded model, batch, FLOPs, loop
     stats = session.train_epoch(0)   # TorchLoop's epoch, timed by the harness's clock
+    stats = session.train_part(1, 0, session.epoch_parts(8))  # its first eighth (target mode)
 
 Both are :class:`LocalTorchSession`: the case comes from
 :func:`parabench.torch.build.build_case`, training is the shared
@@ -84,6 +85,19 @@ class LocalTorchSession(Session):
     def train_epoch(self, epoch: int) -> EpochStats:
         return self.train(epoch)
 
+    def epoch_parts(self, wanted: int) -> int:
+        """Up to ``wanted`` parts of whole steps (an epoch of fewer steps: one per step)."""
+        from parabench.torch.loop import epoch_steps
+
+        return max(1, min(wanted, epoch_steps(len(self.case.data.x), self.case.batch_size)))
+
+    def train_part(self, epoch: int, part: int, parts: int) -> EpochStats:
+        """Steps :func:`~parabench.torch.loop.part_span` of epoch ``epoch``'s order."""
+        from parabench.torch.loop import part_span
+
+        span = part_span(len(self.case.data.x), self.case.batch_size, part, parts)
+        return self.train(epoch, span=span)
+
     def train_window(self, window: int, steps: int) -> EpochStats:
         """``steps`` global batches of :func:`~parabench.torch.loop.window_order`."""
         from parabench.torch.loop import window_order
@@ -92,9 +106,10 @@ class LocalTorchSession(Session):
                              steps * self.case.batch_size)
         return self.train(-1, order)
 
-    def train(self, epoch: int, indices: torch.Tensor | None = None) -> EpochStats:
-        """The loop over ``indices`` (None: epoch ``epoch``'s order)."""
-        stats = self.loop.train_epoch(epoch, indices)  # timed by the harness's clock, in the loop
+    def train(self, epoch: int, indices: torch.Tensor | None = None,
+              span: tuple[int, int] | None = None) -> EpochStats:
+        """The loop over ``indices`` (None: epoch ``epoch``'s order, its steps ``span``)."""
+        stats = self.loop.train_epoch(epoch, indices, span)  # timed by the harness's clock
         self._keep_trace()
         return stats
 
@@ -170,9 +185,10 @@ class ModelParallelSession(LocalTorchSession):
     def loop_clock(self) -> Clock | None:
         return None  # the loop's own (first device); the epoch is timed around it, below
 
-    def train(self, epoch: int, indices: torch.Tensor | None = None) -> EpochStats:
+    def train(self, epoch: int, indices: torch.Tensor | None = None,
+              span: tuple[int, int] | None = None) -> EpochStats:
         # the whole loop call, ended by the clock's synchronise of every stage's device
-        stats, seconds = self.clock.time(lambda: self.loop.train_epoch(epoch, indices))
+        stats, seconds = self.clock.time(lambda: self.loop.train_epoch(epoch, indices, span))
         self._keep_trace()
         seconds -= self.loop.trace_s
         from parabench.torch.loop import partition  # "other" over the whole timed call

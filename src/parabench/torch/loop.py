@@ -8,6 +8,7 @@ Usage::
     stats = loop.train_epoch(epoch)            # EpochStats: synchronised wall time, mean loss,
     stats = loop.train_epoch(epoch, indices)   #   components; or only this rank's shard
     stats = loop.train_epoch(-1, window_order(n, seed, w, steps * bs))  # a speed window
+    stats = loop.train_epoch(epoch, span=part_span(n, bs, 1, 4))  # an epoch's second quarter
     outputs = predict(model, x_test, batch_size=1024)
 
 The timed region holds exactly what a hand-written loop would: produce the epoch's sample
@@ -46,11 +47,12 @@ since FSDP's is a collective). Its seconds (``trace_s``, after a device sync) ar
 of the epoch's time and lie between two steps' marks, so no component holds them. The
 piece (``trace_piece``: per-step loss sums and sample counts, the digest) is built after the
 clock stops; :func:`parabench.torch.session.merge_trace` turns the ranks' pieces into a trace.
+The trace runs on across the calls that train the parts of that first epoch (``span``, or a
+rank's share of a part); a call for another epoch ends an unfinished trace (no piece).
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -58,12 +60,9 @@ import torch
 
 from parabench.case.clock import Clock, Stopwatch
 from parabench.method import TRACE_STEPS, EpochStats
+from parabench.torch.digest import digest_coverage, model_size, weight_digest  # noqa: F401
 
 COMPONENTS = ("data", "forward", "backward", "optimizer")
-#: projections (count-sketch buckets) per tensor in a weight digest: 16 keep the estimate of a
-#: relative L2 difference within about +-35 % (16 degrees of freedom), plenty for a verdict
-#: whose tolerance sits decades from both drift and bugs
-DIGEST_PROJECTIONS = 16
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -76,6 +75,20 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The sample order of one epoch: a seeded permutation, the same for every method."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     return torch.randperm(n, generator=gen)
+
+
+def epoch_steps(n: int, batch_size: int) -> int:
+    """Steps of an epoch of ``n`` samples (the last batch may be short)."""
+    return -(-n // batch_size)
+
+
+def part_span(n: int, batch_size: int, part: int, parts: int) -> tuple[int, int]:
+    """Steps ``[first, last)`` of part ``part`` of ``parts`` of an epoch: the epoch's steps in
+    near-equal runs, so the parts in order are the epoch (``parts`` at most its steps)."""
+    steps = epoch_steps(n, batch_size)
+    if not 1 <= parts <= steps or not 0 <= part < parts:
+        raise ValueError(f"part {part} of {parts} of an epoch of {steps} steps")
+    return part * steps // parts, (part + 1) * steps // parts
 
 
 def window_order(n: int, seed: int, window: int, samples: int) -> torch.Tensor:
@@ -196,6 +209,9 @@ class TorchLoop:
         self.trace_steps = 0
         self.digest_fn: Callable[[], dict[str, Any] | None] | None = None
         self.trace_piece: dict[str, Any] | None = None
+        #: the traced steps so far (loss, samples) and the epoch they belong to
+        self._traced: list[tuple[torch.Tensor, int]] = []
+        self._trace_epoch: int | None = None
         #: the model's size (:func:`model_size`), which the digest's coverage is checked against
         self.model_size: dict[str, int] | None = None
         self.trace_s = 0.0
@@ -241,8 +257,10 @@ class TorchLoop:
         with torch.autocast(self.device.type, dtype=self.dtype):
             return self.loss_fn(self.model(xb), yb)
 
-    def train_epoch(self, epoch: int, indices: torch.Tensor | None = None) -> EpochStats:
-        """Train over ``indices`` (default: all samples in this epoch's seeded order)."""
+    def train_epoch(self, epoch: int, indices: torch.Tensor | None = None,
+                    span: tuple[int, int] | None = None) -> EpochStats:
+        """Train over ``indices`` (default: all samples in this epoch's seeded order, or its
+        steps ``span`` = ``(first, last)``, :func:`part_span`)."""
         model, opt, scaler = self.model, self.optimizer, self.scaler
         model.train()
         # Detached per-step losses, summed after the clock stops: a list append costs no
@@ -250,7 +268,7 @@ class TorchLoop:
         losses: list[torch.Tensor] = []
         marks = _Marks(self.device, self._events)
         opt.zero_grad(set_to_none=True)
-        tracing = self.trace_piece is None and self.trace_steps > 0 and self.digest_fn
+        tracing = self._tracing(epoch)
         digest: list[dict[str, Any] | None] = []
         self.trace_s = 0.0
         self.served = 0
@@ -258,6 +276,8 @@ class TorchLoop:
         def run() -> int:
             # Producing the sample order is data loading: it belongs inside the epoch's time.
             order = epoch_order(len(self.x), self.seed, epoch) if indices is None else indices
+            if span is not None:
+                order = order[span[0] * self.batch_size : span[1] * self.batch_size]
             batches = self._batches(order)
             while True:
                 marks.mark()
@@ -279,12 +299,14 @@ class TorchLoop:
                 opt.zero_grad(set_to_none=True)
                 marks.mark()
                 losses.append(loss.detach())
-                if tracing and len(losses) == self.trace_steps:
-                    self._digest(digest)
+                if tracing:
+                    self._traced.append((losses[-1], len(yb)))
+                    if len(self._traced) == self.trace_steps:
+                        self._digest(digest)
 
         n, seconds = self.clock.time(run)
         if digest:
-            self.trace_piece = _piece(losses[: self.trace_steps], n, self.batch_size, digest[0])
+            self.trace_piece = _piece(self._traced, digest[0])
             self.trace_piece["model"] = self.model_size
         seconds -= self.trace_s
         return EpochStats(
@@ -295,6 +317,14 @@ class TorchLoop:
             served=self.served,
         )
 
+    def _tracing(self, epoch: int) -> bool:
+        """Whether this call traces: the first epoch trained, over all its calls (parts)."""
+        if self.trace_piece is not None or self.trace_steps <= 0 or not self.digest_fn:
+            return False
+        if self._trace_epoch is None:
+            self._trace_epoch = epoch
+        return self._trace_epoch == epoch and len(self._traced) < self.trace_steps
+
     def _digest(self, out: list[dict[str, Any] | None]) -> None:
         """The weight digest after step K, its seconds kept apart (``trace_s``)."""
         assert self.digest_fn is not None
@@ -304,11 +334,11 @@ class TorchLoop:
         out.append(digest)
 
 
-def _piece(losses: list[torch.Tensor], n: int, batch_size: int,
+def _piece(traced: list[tuple[torch.Tensor, int]],
            digest: dict[str, Any] | None) -> dict[str, Any]:
     """A rank's trace piece: per step, the loss summed over its samples and their count."""
-    sizes = [min(batch_size, n - k * batch_size) for k in range(len(losses))]
-    means = torch.stack(losses).double().cpu().tolist() if losses else []
+    sizes = [size for _, size in traced]
+    means = torch.stack([loss for loss, _ in traced]).double().cpu().tolist() if traced else []
     return {"loss_sums": [m * s for m, s in zip(means, sizes, strict=True)], "samples": sizes,
             "digest": digest}
 
@@ -316,55 +346,6 @@ def _piece(losses: list[torch.Tensor], n: int, batch_size: int,
 def trace_steps(n: int, global_batch: int) -> int:
     """K: TRACE_STEPS, or the steps of one epoch when it has fewer (the same for every method)."""
     return min(TRACE_STEPS, -(-n // global_batch))
-
-
-def weight_digest(state: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
-    """Per floating-point tensor (state_dict names): float64 sum, L2 norm and projections.
-
-    The projections are a signed count sketch: every element goes, with a random sign, into
-    one of DIGEST_PROJECTIONS buckets, and ``proj`` is the buckets' sums. Like Gaussian
-    projections, ``|proj(a) - proj(b)|^2`` estimates ``|a - b|^2`` without bias, but each
-    element costs one random draw, not one per projection (vgg11's digest: 4.8 s with 16
-    Gaussian vectors, 0.4 s as a sketch). The draws come from a generator seeded by the
-    tensor's name, so every process draws the same and the global RNG (dropout, init) is
-    left alone.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for name, value in state.items():
-        if not value.is_floating_point():
-            continue  # integer buffers (BatchNorm's step count) say nothing about the math
-        w = value.detach().to("cpu", torch.float64).reshape(-1)
-        gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-        draw = torch.randint(0, 2 * DIGEST_PROJECTIONS, (w.numel(),), generator=gen)
-        signed = torch.where(draw % 2 == 1, w, -w)
-        proj = torch.bincount(draw // 2, weights=signed, minlength=DIGEST_PROJECTIONS)
-        out[name] = {"sum": float(w.sum()), "norm": float(w.norm()), "proj": proj.tolist(),
-                     "numel": w.numel()}
-    return out
-
-
-def digest_coverage(digest: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
-    """What a digest covered: its tensors and elements (None for a digest without ``numel``,
-    recorded before digests said so)."""
-    if any("numel" not in figures for figures in digest.values()):
-        return None
-    return {"tensors": len(digest), "elements": sum(int(f["numel"]) for f in digest.values())}
-
-
-def model_size(model: torch.nn.Module) -> dict[str, int]:
-    """The floating-point parameters and persistent buffers of ``model`` (tied ones under each
-    name, as ``state_dict`` lists them): what a complete digest covers. Counted from the
-    module itself, not from a state dict, so a digest that leaves tensors out cannot agree
-    with it by construction."""
-    tensors = elements = 0
-    for _, module in model.named_modules(remove_duplicate=False):
-        skip = getattr(module, "_non_persistent_buffers_set", set())
-        own = [*module.named_parameters(recurse=False),
-               *((n, b) for n, b in module.named_buffers(recurse=False) if n not in skip)]
-        for _, value in own:
-            if value is not None and value.is_floating_point():
-                tensors, elements = tensors + 1, elements + value.numel()
-    return {"tensors": tensors, "elements": elements}
 
 
 def _mean_loss(losses: list[torch.Tensor], n: int, batch_size: int) -> float:

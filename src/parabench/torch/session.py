@@ -20,6 +20,10 @@ implements it for data-parallel methods:
 * ``describe() -> dict``: ``batch_size`` (global), ``samples_per_epoch``, ``flops_per_sample``,
   ``notes`` (all from rank 0; the session copies them into the result);
 * ``train_epoch(epoch) -> EpochStats``: this rank's epoch, timed with ``ctx.timed``;
+* optional ``epoch_parts(wanted) -> int`` and ``train_part(epoch, part, parts) ->
+  EpochStats``: this rank's piece of part ``part`` of an epoch (time-to-target mode's
+  evaluations between parts, :class:`~parabench.method.Session`); a program without them
+  (the pipelines, TensorFlow) trains whole epochs there;
 * ``train_window(window, steps) -> EpochStats``: this rank's share of ``steps`` global batches
   of :func:`~parabench.torch.loop.window_order`, timed the same way (fedavg: one round; a
   session whose ``window_unit`` is ``"epoch"`` - TensorFlow - never asks: its window is an
@@ -119,6 +123,7 @@ class DistributedTorchSession(Session):
         self.pool: Any = None
         self._peaks: list[float | None] = []
         self._trace_asked = False
+        self._parts: dict[int, int] = {}
 
     def program_args(self) -> dict[str, Any]:
         """Keyword arguments of the rank program's constructor (picklable)."""
@@ -155,18 +160,34 @@ class DistributedTorchSession(Session):
         self.collect_trace()
         return stats
 
+    def epoch_parts(self, wanted: int) -> int:
+        """The program's parts (asked once per ``wanted``); 1 when it has no ``train_part``."""
+        if not hasattr(resolve_program(self.program), "train_part"):
+            return 1
+        if wanted not in self._parts:
+            self._parts[wanted] = int(self.pool.call("epoch_parts", wanted=wanted)[0])
+        return self._parts[wanted]
+
+    def train_part(self, epoch: int, part: int, parts: int) -> EpochStats:
+        if parts == 1:
+            return self.train_epoch(epoch)
+        stats = self.fold(self.pool.call("train_part", epoch=epoch, part=part, parts=parts))
+        self.collect_trace(last=part == parts - 1)  # the trace may span the first parts
+        return stats
+
     def train_window(self, window: int, steps: int) -> EpochStats:
         if self.window_unit == "epoch":  # TensorFlow's programs: one more epoch
             return super().train_window(window, steps)
         return self.fold(self.pool.call("train_window", window=window, steps=steps),
                          window=True)
 
-    def collect_trace(self) -> None:
-        """After the first epoch, the ranks' trace pieces merged (once; outside the clock)."""
+    def collect_trace(self, last: bool = True) -> None:
+        """The ranks' trace pieces merged (outside the clock): after the first epoch, or
+        after each of its parts until they are there (``last``: the epoch's last part)."""
         if self._trace_asked or not hasattr(resolve_program(self.program), "trace"):
             return
-        self._trace_asked = True
         self.trace = merge_trace(self.pool.call("trace"))
+        self._trace_asked = last or self.trace is not None
 
     def evaluate(self) -> float:
         value = self.pool.call("evaluate")[0]

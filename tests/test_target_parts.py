@@ -1,0 +1,209 @@
+"""Time to target between parts of an epoch: evaluating there changes nothing of the training,
+and ``samples_to_target`` is the samples trained up to the evaluation that reached it.
+
+The mathematics: an epoch trained in eight parts with a held-out evaluation after each gives
+the same weights, bit for bit, as the epoch trained whole, for serial (cnn; and vgg11, whose
+BatchNorm statistics an evaluation in train mode would move), for ddp on gloo with 2 ranks,
+for ddp with a share-weighted uneven last batch (3 ranks), and for fedavg (one part per
+round). A control shows the comparison can fail: an evaluation that forwards in train mode.
+(No shipped workload has dropout, so none draws from the random stream while training.)
+
+The samples: checked against the arithmetic of the parts (whole steps x the global batch at
+each evaluation point; a fedavg round is every client's pass over its shard), and through
+the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parabench.case.execute import execute
+from parabench.case.pool import WorkerPool
+from parabench.config import RunConfig
+from parabench.method import EpochStats
+from parabench.registry import methods, workloads
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.cpu, pytest.mark.torch]
+
+PARTS = 8
+EPOCHS = 2
+
+
+def _config(workload: str, method: str, workers: int, **changes: Any) -> RunConfig:
+    return RunConfig(workload=workload, method=method, workers=workers, threads_per_worker=1,
+                     profile="tiny", epochs=EPOCHS, **changes)
+
+
+def _serial(workload: str, parts: int, between: Callable[[Any], Any] | None = None,
+            epochs: int = EPOCHS) -> tuple[dict[str, Any], list[float], dict[str, Any] | None]:
+    """Serial's weights, epoch losses and trace after ``epochs`` epochs trained in ``parts``."""
+    config = _config(workload, "serial", 1).replace(epochs=epochs)
+    with methods.get("serial").session(workloads.get(workload), config) as session:
+        session.start()
+        n = session.epoch_parts(parts)
+        assert n == min(parts, -(-session.samples_per_epoch // session.batch_size))
+        losses = []
+        for epoch in range(epochs):
+            if n == 1:
+                losses.append(session.train_epoch(epoch).loss)
+                continue
+            done = []
+            for part in range(n):
+                done.append(session.train_part(epoch, part, n))
+                if between is not None:
+                    between(session)
+            losses.append(EpochStats.join(done).loss)
+        state = {k: v.detach().clone() for k, v in session.loop.model.state_dict().items()}
+        return state, losses, session.trace
+
+
+def assert_identical(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        assert torch.equal(value, b[name]), f"{name} differs"
+
+
+def test_serial_evaluated_between_parts_trains_exactly_the_whole_epochs() -> None:
+    whole, whole_losses, whole_trace = _serial("cnn", 1)
+    parted, parted_losses, parted_trace = _serial("cnn", PARTS, lambda s: s.evaluate())
+    assert_identical(parted, whole)
+    assert parted_losses == pytest.approx(whole_losses, rel=1e-6)  # summed in another order
+    # the trace spans the parts of the first epoch: the same steps' losses, the same digest
+    assert whole_trace is not None and parted_trace is not None
+    assert parted_trace["losses"] == whole_trace["losses"]
+    assert parted_trace["digest"] == whole_trace["digest"]
+    assert parted_trace["steps"] == whole_trace["steps"] == 15  # cnn tiny: all 15 steps
+
+
+@pytest.mark.slow
+def test_batchnorm_statistics_are_left_alone_and_the_comparison_would_see_them() -> None:
+    """vgg11 (BatchNorm) for one epoch: evaluated between parts, identical; the control, an
+    evaluation forwarding in train mode, moves the running statistics and is caught."""
+    whole, whole_losses, whole_trace = _serial("vgg11", 1, epochs=1)
+    parted, parted_losses, parted_trace = _serial("vgg11", PARTS, lambda s: s.evaluate(),
+                                                  epochs=1)
+    assert_identical(parted, whole)
+    assert whole_trace is not None and parted_trace is not None
+    assert parted_trace["digest"] == whole_trace["digest"]  # 20 steps over 4 parts of 6
+
+    def train_mode_forward(session: Any) -> None:
+        with torch.no_grad():
+            session.loop.model(session.x_test[:16])
+
+    touched, _, _ = _serial("vgg11", PARTS, train_mode_forward, epochs=1)
+    moved = [k for k, v in whole.items() if not torch.equal(v, touched[k])]
+    assert moved and all("running" in k or "num_batches" in k for k in moved[:3])
+
+
+def _pool_weights(program: str, workload: str, workers: int, parts: int | None,
+                  **changes: Any) -> tuple[dict[str, Any], list[list[EpochStats]]]:
+    """Rank 0's weights after EPOCHS epochs of ``program``: whole epochs (``parts`` None) or
+    in its parts with a held-out evaluation after each."""
+    config = _config(workload, program.rsplit(":")[0].rsplit(".")[-1], workers, **changes)
+    args = {"workload": workload, "config": config.to_dict()}
+    calls = []
+    with WorkerPool(workers, program, args, threads=1, timeout_s=300) as pool:
+        for epoch in range(EPOCHS):
+            if parts is None:
+                calls.append(pool.call("train_epoch", epoch=epoch))
+                continue
+            n = pool.call("epoch_parts", wanted=parts)[0]
+            assert n > 1
+            for part in range(n):
+                calls.append(pool.call("train_part", epoch=epoch, part=part, parts=n))
+                assert pool.call("evaluate")[0] is not None
+        return pool.call("state_dict")[0], calls
+
+
+DDP = "parabench.methods.ddp:DDPProgram"
+
+
+@pytest.mark.slow
+def test_ddp_on_gloo_evaluated_between_parts_trains_exactly_the_whole_epochs() -> None:
+    whole, _ = _pool_weights(DDP, "cnn", 2, None)
+    parted, calls = _pool_weights(DDP, "cnn", 2, PARTS)
+    assert_identical(parted, whole)
+    assert len(calls) == EPOCHS * PARTS
+
+
+@pytest.mark.slow
+def test_ddp_parts_keep_the_share_weighted_last_step() -> None:
+    """3 ranks, global batch 48 over mlp's 2048 samples: the last step splits 11/11/10 and is
+    weighted back to serial; it must be weighted by its index in the epoch, not the part's."""
+    whole, _ = _pool_weights(DDP, "mlp", 3, None, batch_size=48)
+    parted, _ = _pool_weights(DDP, "mlp", 3, PARTS, batch_size=48)
+    assert_identical(parted, whole)
+
+
+@pytest.mark.slow
+def test_fedavg_evaluated_after_every_round_trains_exactly_the_whole_epochs() -> None:
+    program = "parabench.torch.fedavg:FedAvgProgram"
+    whole, _ = _pool_weights(program, "mlp", 2, None)
+    parted, calls = _pool_weights(program, "mlp", 2, PARTS)  # 2 clients: 2 rounds an epoch
+    assert_identical(parted, whole)
+    assert len(calls) == EPOCHS * 2
+
+
+def _first_reaching(ttt: Any, target: float) -> int:
+    return next(i for i, q in enumerate(ttt.eval_quality) if q is not None and q >= target)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "workers", "per_eval", "evals"),
+                         [("serial", 1, 4 * 64, PARTS),      # 32 steps of 64: 4 steps a part
+                          ("ddp", 2, 4 * 64, PARTS),         # the same global steps
+                          ("fedavg", 2, 2048, 2)])           # a round: both clients' shards
+def test_samples_to_target_is_the_samples_trained_up_to_the_evaluation(
+    method: str, workers: int, per_eval: int, evals: int,
+) -> None:
+    target = 0.5  # mlp tiny: reached in the first epoch or two (chance is 0.1)
+    config = _config("mlp", method, workers, target_quality=target, steps=0).replace(epochs=4)
+    result = execute(config)
+    ttt = result.time_to_target
+    assert result.status == "ok", result.reason
+    assert ttt is not None and ttt.reached and ttt.evals_per_epoch == evals
+    assert ttt.eval_samples == [per_eval * (k + 1) for k in range(len(ttt.eval_samples))]
+    first = _first_reaching(ttt, target)
+    assert first == len(ttt.eval_samples) - 1  # it stopped there
+    assert ttt.samples_to_target == per_eval * (first + 1)
+    assert ttt.epochs_to_target == pytest.approx((first + 1) / evals)
+    assert ttt.epoch == first // evals + 1 and ttt.eval_every_samples == per_eval
+    assert ttt.train_s == pytest.approx(sum(result.epoch_s))  # the last epoch may be partial
+    assert result.epoch_quality[-1] == ttt.eval_quality[-1] == result.quality.value
+    assert f"{evals} evaluations per epoch" == ttt.resolution
+    assert ttt.target_source == "--target-quality"
+
+
+@pytest.mark.slow
+def test_a_method_that_trains_whole_epochs_says_its_resolution() -> None:
+    config = _config("mlp", "pipeline", 2, target_quality=0.5, steps=0)
+    ttt = execute(config).time_to_target
+    assert ttt is not None and ttt.evals_per_epoch == 1
+    assert ttt.resolution.startswith("one evaluation per epoch: pipeline trains whole epochs")
+    assert ttt.eval_samples[0] == 2048
+
+
+@pytest.mark.slow
+def test_the_cli_records_samples_to_target(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "parabench", "run", "--workload", "mlp", "--method", "serial",
+         "--profile", "tiny", "--target-quality", "0.5", "--max-epochs", "3", "--steps", "0",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text().splitlines()[-1])
+    ttt = result["time_to_target"]
+    qualities = ttt["eval_quality"]
+    first = next(i for i, q in enumerate(qualities) if q >= 0.5)
+    assert ttt["reached"] and len(qualities) == first + 1
+    assert ttt["samples_to_target"] == ttt["eval_samples"][first] == 256 * (first + 1)
+    assert ttt["evals_per_epoch"] == 8 and ttt["target_source"] == "--target-quality"
