@@ -342,6 +342,7 @@ def test_a_target_above_serials_best_is_not_reached(serial_curve: Result) -> Non
     assert serial_curve.status == "ok", serial_curve.reason
     assert ttt is not None and not ttt.reached and ttt.reason == "not reached in 3 epochs"
     assert len(serial_curve.epoch_quality) == 3 == len(serial_curve.epoch_s)
+    assert serial_curve.epoch_quality == ttt.eval_quality[7::8]  # each epoch's last
     assert ttt.best_quality == max(serial_curve.epoch_quality) < 1.01
     assert serial_curve.quality is not None
     assert serial_curve.quality.value == serial_curve.epoch_quality[-1]
@@ -349,19 +350,23 @@ def test_a_target_above_serials_best_is_not_reached(serial_curve: Result) -> Non
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_serials_own_best_is_reached_at_the_epoch_it_was_first_seen(
+def test_serials_own_best_is_reached_at_the_evaluation_it_was_first_seen(
     serial_curve: Result,
 ) -> None:
-    curve = serial_curve.epoch_quality
-    best = max(q for q in curve if q is not None)
-    first = next(i for i, q in enumerate(curve) if q is not None and q >= best - 1e-6) + 1
+    full = serial_curve.time_to_target
+    assert full is not None and full.evals_per_epoch == 8 and len(full.eval_quality) == 24
+    best = max(q for q in full.eval_quality if q is not None)
+    first = next(i for i, q in enumerate(full.eval_quality) if q is not None and q >= best - 1e-6)
     config = RunConfig(workload="mlp", method="serial", profile="tiny", epochs=3,
                        threads_per_worker=1, target_quality=best - 1e-6)
     result = execute_mod.execute(config)
     ttt = result.time_to_target
-    assert ttt is not None and ttt.reached and ttt.epoch == first
-    assert ttt.train_s == pytest.approx(sum(result.epoch_s[:first]))
-    assert len(result.epoch_s) == first  # stopped there
+    assert ttt is not None and ttt.reached and ttt.epoch == first // 8 + 1
+    # the same trajectory: the same qualities at the same samples, up to the stop
+    assert ttt.eval_quality == full.eval_quality[: first + 1]
+    assert ttt.samples_to_target == full.eval_samples[first] == 256 * (first + 1)
+    assert ttt.train_s == pytest.approx(sum(result.epoch_s))
+    assert len(result.epoch_s) == first // 8 + 1  # stopped there (maybe mid-epoch)
 
 
 def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch) -> None:
