@@ -3,8 +3,8 @@ and ``samples_to_target`` is the samples trained up to the evaluation that reach
 
 The mathematics: an epoch trained in eight parts with a held-out evaluation after each gives
 the same weights, bit for bit, as the epoch trained whole, for serial (cnn; and vgg11, whose
-BatchNorm statistics an evaluation in train mode would move), for ddp on gloo with 2 ranks,
-for ddp with a share-weighted uneven last batch (3 ranks), and for fedavg (one part per
+BatchNorm statistics an evaluation in train mode would move), for ddp and fsdp on gloo with 2
+ranks, for ddp with a share-weighted uneven last batch (3 ranks), and for fedavg (one part per
 round). A control shows the comparison can fail: an evaluation that forwards in train mode.
 (No shipped workload has dropout, so none draws from the random stream while training.)
 
@@ -127,9 +127,14 @@ DDP = "parabench.methods.ddp:DDPProgram"
 
 
 @pytest.mark.slow
-def test_ddp_on_gloo_evaluated_between_parts_trains_exactly_the_whole_epochs() -> None:
-    whole, _ = _pool_weights(DDP, "cnn", 2, None)
-    parted, calls = _pool_weights(DDP, "cnn", 2, PARTS)
+@pytest.mark.parametrize(("program", "workload"),
+                         [(DDP, "cnn"), ("parabench.methods.fsdp:FSDPProgram", "mlp")],
+                         ids=["ddp-cnn", "fsdp-mlp"])
+def test_data_parallel_on_gloo_evaluated_between_parts_trains_exactly_the_whole_epochs(
+    program: str, workload: str,
+) -> None:
+    whole, _ = _pool_weights(program, workload, 2, None)
+    parted, calls = _pool_weights(program, workload, 2, PARTS)
     assert_identical(parted, whole)
     assert len(calls) == EPOCHS * PARTS
 
