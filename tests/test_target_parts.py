@@ -93,6 +93,8 @@ def test_batchnorm_statistics_are_left_alone_and_the_comparison_would_see_them()
     assert_identical(parted, whole)
     assert whole_trace is not None and parted_trace is not None
     assert parted_trace["digest"] == whole_trace["digest"]  # 20 steps over 4 parts of 6
+    assert parted_trace["losses"] == whole_trace["losses"]
+    assert parted_trace["steps"] == whole_trace["steps"] == len(whole_trace["losses"]) == 20
 
     def train_mode_forward(session: Any) -> None:
         with torch.no_grad():

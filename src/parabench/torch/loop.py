@@ -299,7 +299,7 @@ class TorchLoop:
                 opt.zero_grad(set_to_none=True)
                 marks.mark()
                 losses.append(loss.detach())
-                if tracing:
+                if tracing and len(self._traced) < self.trace_steps:
                     self._traced.append((losses[-1], len(yb)))
                     if len(self._traced) == self.trace_steps:
                         self._digest(digest)
