@@ -111,7 +111,8 @@ class Workload(ABC):
     #: statistical parity must stay within (see :mod:`parabench.analysis.parity`)
     seed_spread: ClassVar[dict[str, float]] = {}
     #: held-out quality serial reaches at the quick profile in 3 epochs (measured, listed in
-    #: the README); ``--target-quality default`` derives the target from it (parabench.case.target)
+    #: docs/measurements.md); ``--target-quality default`` derives its fallback from it where
+    #: no target was measured for the profile (parabench.case.target, workloads.targets)
     reference_quality: ClassVar[float | None] = None
     #: False when every epoch retrains the same model from scratch (a seeded forest refit),
     #: so more epochs cannot raise quality: time-to-target mode stops after the first
