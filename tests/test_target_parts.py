@@ -214,3 +214,23 @@ def test_the_cli_records_samples_to_target(tmp_path: Path) -> None:
     assert ttt["reached"] and len(qualities) == first + 1
     assert ttt["samples_to_target"] == ttt["eval_samples"][first] == 256 * (first + 1)
     assert ttt["evals_per_epoch"] == 8 and ttt["target_source"] == "--target-quality"
+
+
+@pytest.mark.slow
+def test_parity_compares_only_the_training_both_did_when_they_stop_apart() -> None:
+    """Serial stops between parts of an epoch, the pipeline (whole epochs) at an epoch's end:
+    the partial epoch's loss is not the pipeline's whole epoch, and is not compared; ddp
+    stops where serial does, so everything is compared, final weights included."""
+    from parabench.analysis.parity import assess, comparable_epochs, trained_epochs
+
+    runs = {m: execute(_config("mlp", m, w, target_quality=0.5, steps=0).replace(epochs=3))
+            for m, w in (("serial", 1), ("pipeline", 2), ("ddp", 2))}
+    serial = runs["serial"]
+    assert all(r.status == "ok" for r in runs.values()), {m: r.reason for m, r in runs.items()}
+    assert trained_epochs(serial) % 1 != 0  # stopped mid-epoch (mlp tiny: within the first)
+    assert trained_epochs(runs["pipeline"]) == len(runs["pipeline"].loss)  # whole epochs
+    assert comparable_epochs(runs["pipeline"], serial) == int(trained_epochs(serial))
+    assert comparable_epochs(runs["ddp"], serial) == len(serial.loss)
+    for method in ("pipeline", "ddp"):
+        parity = assess(runs[method], [serial])
+        assert parity is not None and parity.status == "ok", (method, parity)

@@ -25,8 +25,10 @@ Parity fails when the method is worse than serial by more than the tolerance:
   failures this must catch (a run stuck at chance, an unsharded or un-averaged run that
   diverges) are gaps of tenths. When both runs recorded a trajectory (torch) it decides
   instead, two-sided, on the whole run (:mod:`parabench.analysis.trajectory`): the first
-  steps' losses and weights, the digests' coverage, the final weights, every epoch's
-  training loss (each within drift measured over that many steps, up to the steps where
+  steps' losses and weights, the digests' coverage, the final weights (where both stopped
+  at the same point), every epoch's training loss that covers the same training on both
+  sides (time to target may stop them apart, even mid-epoch: :func:`comparable_epochs`;
+  each within drift measured over that many steps, up to the steps where
   drift was measured to stay small: past them recorded, not graded, ``whole_run_note``
   says so), and where the final
   weights match, the held-out quality must *equal* serial's within the evaluation's float
@@ -233,12 +235,30 @@ def _assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | Non
     return out
 
 
-def run_steps(result: Result, epochs: int | None = None) -> int | None:
-    """The training steps of ``result``'s first ``epochs`` epochs (default: all it ran)."""
+def trained_epochs(result: Result) -> float:
+    """The epochs ``result`` trained: fractional where time to target stopped it between the
+    parts of an epoch (its last ``loss`` is then that partial epoch's)."""
+    ttt = result.time_to_target
+    if ttt is not None and ttt.reached and ttt.epochs_to_target is not None:
+        return ttt.epochs_to_target
+    return float(len(result.loss) or result.epochs)
+
+
+def comparable_epochs(result: Result, base: Result) -> int:
+    """How many of the two results' epoch losses cover the same training: all of them where
+    both stopped at the same point, else the whole epochs both trained."""
+    mine, theirs = trained_epochs(result), trained_epochs(base)
+    if mine == theirs:
+        return min(len(result.loss), len(base.loss))
+    return math.floor(min(mine, theirs))
+
+
+def run_steps(result: Result, epochs: float | None = None) -> int | None:
+    """The training steps of ``result``'s first ``epochs`` epochs (default: all it trained)."""
     if not result.samples_per_epoch or not result.batch_size:
         return None
-    epochs = len(result.loss) or result.epochs if epochs is None else epochs
-    return epochs * -(-result.samples_per_epoch // result.batch_size)
+    epochs = trained_epochs(result) if epochs is None else epochs
+    return math.floor(epochs * -(-result.samples_per_epoch // result.batch_size) + 1e-9)
 
 
 def _whole_run(result: Result, base: Result, evidence: dict[str, Any], gap: float,
@@ -246,11 +266,14 @@ def _whole_run(result: Result, base: Result, evidence: dict[str, Any], gap: floa
     """Beyond the first steps (which matched): every epoch's training loss, the final weights
     (already in ``evidence``), then the held-out quality, two-sided where the final weights
     match serial's."""
-    out: dict[str, Any] = {"epoch_loss_rel_max": epoch_loss_rel_max(result.loss, base.loss)[0]}
+    n = comparable_epochs(result, base)  # time to target may stop them apart, even mid-epoch
+    out: dict[str, Any] = {
+        "epoch_loss_rel_max": epoch_loss_rel_max(result.loss[:n], base.loss[:n])[0]}
     horizon = drift_horizon(base.workload)
-    for epoch, (mine, theirs) in enumerate(zip(result.loss, base.loss, strict=False), start=1):
+    for epoch, (mine, theirs) in enumerate(zip(result.loss[:n], base.loss[:n], strict=True),
+                                           start=1):
         diff = epoch_loss_rel_max([mine], [theirs])[0]
-        steps = run_steps(base, epoch)
+        steps = run_steps(base, min(epoch, trained_epochs(base)))  # a partial last epoch
         if steps is not None and steps > horizon and math.isfinite(diff):
             out["whole_run_note"] = (
                 f"epoch losses and final weights past {horizon} steps not graded: "
@@ -297,8 +320,8 @@ def exact_evidence(result: Result, base: Result) -> dict[str, Any] | None:
     """
     if result.trace and base.trace:
         mine, theirs = result.trace, base.trace
-        if len(result.loss) != len(base.loss):  # time to target stopped them apart: the
-            mine = dataclasses.replace(mine, final_digest=None)  # final weights are others
+        if trained_epochs(result) != trained_epochs(base):  # time to target stopped them
+            mine = dataclasses.replace(mine, final_digest=None)  # apart: other final weights
         return compare_traces(mine, theirs, run_steps(base), drift_horizon(base.workload))
     mine, theirs = result.facts.predictions_sha, base.facts.predictions_sha
     if mine and theirs:
