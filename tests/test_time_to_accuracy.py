@@ -413,3 +413,17 @@ def test_a_killed_case_keeps_the_qualities_it_printed(tmp_path: Path) -> None:
     assert missed.samples_to_target is None and missed.best_quality == 0.62
     plain = _salvaged(config.replace(target_quality=None), "timeout", "killed", log)
     assert plain.time_to_target is None and plain.epoch_quality == []
+
+
+def test_a_last_epoch_cut_short_is_no_steady_epoch() -> None:
+    """Time to target stopped it between parts: its seconds are a part's, not an epoch's."""
+    from dataclasses import replace
+
+    cut = replace(_result("serial", 3.5), epoch_s=[1.0, 2.0, 0.5],
+                  components={"forward": [0.5, 1.0, 0.25]},
+                  time_to_target={"reached": True, "train_s": 3.5, "epochs_to_target": 2.25})
+    assert cut.steady_epoch_s == [2.0] and cut.median_components() == {"forward": 1.0}
+    whole = replace(cut, time_to_target={"reached": True, "epochs_to_target": 3.0})
+    assert whole.steady_epoch_s == [2.0, 0.5]
+    alone = replace(cut, epoch_s=[0.5])  # stopped in its first epoch: all there is
+    assert alone.steady_epoch_s == [0.5]

@@ -156,8 +156,18 @@ class Result:
 
     @property
     def steady_epoch_s(self) -> list[float]:
-        """Epoch times without the first (warm-up) epoch, when there is more than one."""
-        return self.epoch_s[1:] if len(self.epoch_s) > 1 else list(self.epoch_s)
+        """Epoch times without the first (warm-up) epoch, when there is more than one (and
+        without a last epoch time to target cut short: :meth:`steady`)."""
+        return self.steady(self.epoch_s)
+
+    def steady(self, per_epoch: list[float]) -> list[float]:
+        """``per_epoch`` without the first (warm-up) epoch, and without a last epoch that time
+        to target stopped between its parts, each while another one is left."""
+        ttt = self.time_to_target
+        if (ttt is not None and ttt.reached and (ttt.epochs_to_target or 0) % 1
+                and len(per_epoch) > 1):
+            per_epoch = per_epoch[:-1]  # a part of an epoch: not an epoch's time
+        return per_epoch[1:] if len(per_epoch) > 1 else list(per_epoch)
 
     @property
     def peak_mb(self) -> float | None:
@@ -175,10 +185,10 @@ class Result:
         return statistics.median(steady) if steady else None
 
     def median_components(self) -> dict[str, float]:
-        """Each component's median over the steady epochs (the first dropped, as for time)."""
+        """Each component's median over the steady epochs (:meth:`steady`, as for time)."""
         out = {}
         for name, values in self.components.items():
-            steady = values[1:] if len(values) > 1 else values
+            steady = self.steady(values)
             if steady:
                 out[name] = statistics.median(steady)
         return out
