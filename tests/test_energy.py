@@ -173,6 +173,25 @@ def test_meter_per_epoch_and_per_sample_over_steady_epochs(powercap: Path) -> No
     assert summary["by_source"] == {"rapl": [10.0, 2.0, 4.0]}
 
 
+def test_parts_of_an_epoch_add_up_and_a_cut_short_one_is_no_steady_epoch(
+    powercap: Path,
+) -> None:
+    """Time to target reads around each part (its evaluations left out); a last epoch it
+    stopped between parts is recorded, but not taken as a steady epoch per sample."""
+    meter = open_meter(RunConfig(workload="mlp", method="serial"), root=powercap)
+    value = 5_000_000
+    for epoch_parts in ([6.0, 4.0], [1.0, 1.0], [3.0, 1.0], [0.5]):  # the last: cut short
+        for part, joules in enumerate(epoch_parts):
+            before = meter.read()
+            value += int(joules * 1e6)
+            set_energy(powercap, "intel-rapl:0", value)
+            meter.add_epoch(before, meter.read(), part)
+    meter.cut_short = True
+    summary = meter.summary(samples_per_epoch=1000)
+    assert summary["joules_per_epoch"] == [10.0, 2.0, 4.0, 0.5]
+    assert summary["joules_per_sample"] == pytest.approx(3.0 / 1000)  # median of 2 and 4
+
+
 def test_a_counter_that_stops_reading_nulls_that_epoch_only(powercap: Path) -> None:
     meter = open_meter(RunConfig(workload="mlp", method="serial"), root=powercap)
     before = meter.read()

@@ -234,3 +234,33 @@ def test_parity_compares_only_the_training_both_did_when_they_stop_apart() -> No
     for method in ("pipeline", "ddp"):
         parity = assess(runs[method], [serial])
         assert parity is not None and parity.status == "ok", (method, parity)
+
+
+class _Meter:
+    """Records what the part loop asks of an energy meter."""
+
+    def __init__(self) -> None:
+        self.reads, self.added, self.cut_short = 0, [], False
+
+    def read(self) -> int:
+        self.reads += 1
+        return self.reads
+
+    def add_epoch(self, before: int, after: int, part: int = 0) -> None:
+        self.added.append((before, after, part))
+
+
+def test_the_part_loop_reads_energy_around_parts_and_says_when_it_cut_an_epoch() -> None:
+    from parabench.case.parts import train_epoch
+
+    config = _config("mlp", "serial", 1)
+    with methods.get("serial").session(workloads.get("mlp"), config) as session:
+        session.start()
+        meter = _Meter()
+        seen: list[tuple[int, int, int]] = []
+        stats = train_epoch(session, 0, meter, lambda s, e, p, n: seen.append((e, p, n)) or False)
+        assert seen == [(0, p, PARTS) for p in range(PARTS)] and not meter.cut_short
+        assert [a[2] for a in meter.added] == list(range(PARTS))  # read around each part
+        assert stats.samples == session.samples_per_epoch == stats.served
+        cut = train_epoch(session, 1, meter, lambda s, e, p, n: p == 2)  # stop after 3 parts
+        assert meter.cut_short and cut.samples == 3 * session.samples_per_epoch // PARTS

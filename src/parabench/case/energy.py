@@ -171,6 +171,8 @@ class EnergyMeter:
         self.sources = sources
         self.reasons = reasons
         self.epochs: list[dict[str, float] | None] = []
+        #: the last epoch was cut short (time to target stopped it between its parts)
+        self.cut_short = False
 
     def read(self) -> list[list[int]] | None:
         try:
@@ -201,7 +203,8 @@ class EnergyMeter:
             return {"source": None, "joules_per_epoch": None, "joules_per_sample": None,
                     "reason": reason}
         per_epoch = [None if e is None else sum(e.values()) for e in self.epochs]
-        steady = per_epoch[1:] if len(per_epoch) > 1 else per_epoch  # warm-up dropped
+        whole = per_epoch[:-1] if self.cut_short and len(per_epoch) > 1 else per_epoch
+        steady = whole[1:] if len(whole) > 1 else whole  # warm-up dropped
         known = [j for j in steady if j is not None]
         per_sample = (statistics.median(known) / samples_per_epoch
                       if known and samples_per_epoch else None)

@@ -51,5 +51,7 @@ def train_epoch(session: Session, epoch: int, meter: EnergyMeter | None = None,
             meter.add_epoch(before, meter.read(), part)
         done.append(stats)
         if between is not None and between(stats, epoch, part, parts):
+            if meter and part < parts - 1:
+                meter.cut_short = True  # its joules are a part's: no steady epoch
             break
     return EpochStats.join(done)
