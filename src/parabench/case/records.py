@@ -82,7 +82,8 @@ class Window(Record):
 @dataclass(frozen=True, kw_only=True)
 class TimeToTarget(Record):
     """Time-to-target mode: the target (and where it came from), whether it was reached, where
-    (the 1-based ``epoch``, the fractional ``epochs_to_target``, ``samples_to_target``: every
+    (the 1-based ``epoch``; ``epochs_to_target``, the epochs before it plus the share of its
+    parts done, parts being near-equal runs of whole steps; ``samples_to_target``: every
     worker's samples trained up to that evaluation), the training seconds up to it (start-up
     apart), or why not; how often quality was evaluated (``evals_per_epoch``, the nominal
     ``eval_every_samples``, ``resolution`` in words) and every evaluation's samples and

@@ -163,11 +163,15 @@ class Result:
     def steady(self, per_epoch: list[float]) -> list[float]:
         """``per_epoch`` without the first (warm-up) epoch, and without a last epoch that time
         to target stopped between its parts, each while another one is left."""
-        ttt = self.time_to_target
-        if (ttt is not None and ttt.reached and (ttt.epochs_to_target or 0) % 1
-                and len(per_epoch) > 1):
+        if self.cut_short and len(per_epoch) > 1:
             per_epoch = per_epoch[:-1]  # a part of an epoch: not an epoch's time
         return per_epoch[1:] if len(per_epoch) > 1 else list(per_epoch)
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether time to target stopped the last epoch between its parts."""
+        ttt = self.time_to_target
+        return bool(ttt is not None and ttt.reached and (ttt.epochs_to_target or 0) % 1)
 
     @property
     def peak_mb(self) -> float | None:

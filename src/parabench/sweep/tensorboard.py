@@ -56,8 +56,8 @@ def scalars(r: Result) -> list[tuple[str, int, float]]:
         out.append(("loss", i, loss))
     for i, t in enumerate(r.epoch_s, 1):
         out.append(("epoch_s", i, t))
-        if r.samples_per_epoch and t > 0:
-            out.append(("throughput", i, r.samples_per_epoch / t))
+        if r.samples_per_epoch and t > 0 and not (r.cut_short and i == len(r.epoch_s)):
+            out.append(("throughput", i, r.samples_per_epoch / t))  # a cut epoch: no rate
     for i, q in enumerate(getattr(r, "epoch_quality", None) or [], 1):
         if q is not None:
             out.append(("quality", i, q))

@@ -212,15 +212,19 @@ def curves_figure(results: list[Result]) -> Any | None:
     if quality:
         qa = axes[0][1]
         for r in quality[:12]:
-            qs = r.epoch_quality
-            qa.plot([i + 1 for i, q in enumerate(qs) if q is not None],
-                    [q for q in qs if q is not None], marker=".",
+            ttt, per = r.time_to_target, r.samples_per_epoch
+            points = (list(zip([s / per for s in ttt.eval_samples], ttt.eval_quality,
+                               strict=True))
+                      if ttt and ttt.eval_samples and per  # every evaluation, mid-epoch too
+                      else list(enumerate(r.epoch_quality, 1)))
+            qa.plot([x for x, q in points if q is not None],
+                    [q for _, q in points if q is not None], marker=".",
                     label=f"{r.method} w{r.workers}",
                     color="black" if is_baseline(r.method) else None)
         qa.xaxis.get_major_locator().set_params(integer=True)
         qa.set_xlabel("epoch")
         qa.set_ylabel(quality[0].quality.name if quality[0].quality else "quality")
-        qa.set_title("Held-out quality per epoch")
+        qa.set_title("Held-out quality (per epoch, or each evaluation)")
         qa.legend(fontsize=7, loc="lower right")  # quality rises: keep the top clear
     fig.tight_layout()
     return fig
