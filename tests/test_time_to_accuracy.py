@@ -132,6 +132,11 @@ def test_a_method_that_reaches_the_target_stops_there_and_counts_the_warmup_once
     assert result.epoch_quality == [0.5, 0.7, 0.8]
     assert scripted.last.trained == 3 and scripted.last.evaluations == 3  # no extra evaluate
     assert ttt.eval_s_total >= 3 * ScriptedSession.EVAL_SLEEP
+    # a session that trains whole epochs is evaluated once an epoch, and the record says so
+    assert ttt.evals_per_epoch == 1 and ttt.eval_samples == [10, 20, 30]
+    assert ttt.samples_to_target == 30 and ttt.epochs_to_target == 3.0
+    assert ttt.resolution == ("one evaluation per epoch: scripted_method trains whole epochs "
+                              "here, so samples_to_target is resolved to an epoch")
     assert result.quality is not None and result.quality.value == 0.8
 
 
@@ -158,6 +163,7 @@ def test_lower_is_better_reaches_when_at_or_below_the_target(scripted: ScriptedM
 def test_refit_workloads_time_the_first_fit_or_stop_after_it(scripted: ScriptedMethod) -> None:
     hit = run("scripted_refit", target=0.75)
     assert hit.time_to_target is not None and hit.time_to_target.epoch == 1
+    assert hit.time_to_target.resolution.startswith("one evaluation per fit")
     assert hit.time_to_target.train_s == 1.0 and hit.epoch_s == [1.0]
     miss = run("scripted_refit", target=0.9)
     assert miss.time_to_target is not None and not miss.time_to_target.reached

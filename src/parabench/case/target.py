@@ -280,9 +280,9 @@ class TargetTracker:
 
 def resolution(session: Session, parts: int) -> str:
     """How finely ``session`` resolves when the target was reached, in words."""
-    if session.workload.family != "torch":
-        return "one evaluation per fit: the fit reaches the target or not"
     if parts > 1:
         return f"{parts} evaluations per epoch"
+    if not session.workload.epochs_improve:
+        return "one evaluation per fit: the fit reaches the target or not"
     return (f"one evaluation per epoch: {session.config.method} trains whole epochs here, so "
             f"samples_to_target is resolved to an epoch")
