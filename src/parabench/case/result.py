@@ -112,7 +112,9 @@ class Result:
     components: dict[str, list[float]] = field(default_factory=dict)
     #: forward + backward FLOPs per training sample (torch.utils.flop_counter)
     flops_per_sample: float | None = None
-    #: held-out quality after each epoch, aligned with ``epoch_s`` (time-to-target mode only)
+    #: held-out quality after each epoch (its last evaluation; a last epoch cut short by time
+    #: to target: where it stopped), aligned with ``epoch_s`` (time-to-target mode only; every
+    #: evaluation: ``time_to_target.eval_quality``)
     epoch_quality: list[float | None] = field(default_factory=list)
     #: time-to-target mode (see parabench.case.target and TimeToTarget)
     time_to_target: TimeToTarget | None = None
