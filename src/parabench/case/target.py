@@ -21,8 +21,9 @@ A case in this mode evaluates held-out quality between *parts* of each epoch, ou
 training clock (evaluation time is summed apart): up to :data:`EVALS_PER_EPOCH` parts of
 whole steps for the torch sessions that train an epoch in parts
 (:meth:`~parabench.method.Session.epoch_parts`: serial, model_parallel, ddp, fsdp, tp,
-fsdp_tp), one per round for fedavg, one per epoch for the others (the pipelines, TensorFlow,
-the forests), which the result says (``evals_per_epoch``, ``resolution``). The parts of an
+fsdp_tp, pipeline, hybrid, pipeline_tp), one per round for fedavg, one per epoch for the
+others (TensorFlow's methods, the forests), which the result says (``evals_per_epoch``,
+``resolution``). The parts of an
 epoch train exactly its batches, in its order. It stops at the first evaluation whose quality
 reaches the target (``>=``, or ``<=`` for lower-is-better metrics such as reconstruction
 MSE), mid-epoch if that is where (the last epoch is then partial), or after ``--max-epochs``.

@@ -40,7 +40,8 @@ components partition the epoch. Only last stages count samples and loss (each sa
 Trace (exact parity): the first epoch's first K steps (:func:`parabench.torch.loop.trace_steps`)
 give each last stage's per-step loss sums; right after step K every rank digests the tensors
 its stage owns (stage 0 also those no stage owns), by the model's state_dict names, so the
-merge (replica 0's stages win) covers serial's whole state_dict; untimed.
+merge (replica 0's stages win) covers serial's whole state_dict; untimed. Time to target
+trains an epoch in parts of whole global steps (``train_part``); the trace runs on across them.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from parabench.torch.stages import (
     micro_split,
     owned_names,
     replica_groups,
+    timed_stage,
     unowned_names,
 )
 
@@ -146,6 +148,9 @@ class PipelineProgram:
         self.trace_k = trace_steps(self.n, self.batch_size)
         self.trace_piece: dict[str, Any] | None = None
         self.trace_s = 0.0
+        #: the traced steps so far (samples; the last stage: loss sums) and their epoch
+        self.traced: tuple[list[int], list[torch.Tensor]] = ([], [])
+        self.trace_epoch: int | None = None
         size = micro_split(self.local_batch, layout.microbatches)[1]
         self.notes.update(apply_stage_knobs(self.plan.modules, self.stage, cfg, device, t.x[:size],
                                             t.y[:size], self.last and self.loss.loss_fn,
@@ -195,7 +200,7 @@ class PipelineProgram:
             if kind == "1f1b" and count < self.layout.stages:  # 1F1B needs m >= stages
                 kind = "gpipe"
                 self.notes["tail_schedule"] = f"gpipe ({count} micro-batches < stages)"
-            stage = _timed_stage(self.submod, self.stage, self.layout.stages, self.device,
+            stage = timed_stage(self.submod, self.stage, self.layout.stages, self.device,
                                  self.pp_group, self.spans, self._autocast)
             cls = Schedule1F1B if kind == "1f1b" else ScheduleGPipe
             self.schedules[(count, size)] = cls(stage, count, loss_fn=self.loss,
@@ -243,23 +248,29 @@ class PipelineProgram:
         order = epoch_order(self.n, self.config.seed, epoch)
         return order[self.replica::self.layout.replicas]
 
-    def _epoch(self, epoch: int) -> int:
+    def _epoch(self, epoch: int, span: tuple[int, int] | None = None) -> int:
         from parabench.torch.loop import epoch_order
 
-        return self._run(epoch_order(self.n, self.config.seed, epoch))
+        first, last = span or (0, self.n)  # whole: at most n steps
+        order = epoch_order(self.n, self.config.seed, epoch)
+        return self._run(order[first * self.batch_size:last * self.batch_size], epoch)
 
-    def _run(self, order: torch.Tensor) -> int:
+    def _run(self, order: torch.Tensor, epoch: int = -1) -> int:
         """Train on ``order`` (global, in global batches): this replica's share of each."""
         mine = order[self.replica::self.layout.replicas].to(self.device)
-        tracing, self.trace_s = self.trace_piece is None, 0.0
-        sizes: list[int] = []
+        self.trace_s = 0.0
+        if self.trace_epoch is None:
+            self.trace_epoch = epoch  # the first epoch trained is traced, over all its parts
+        sizes, sums = self.traced
         for k, start in enumerate(range(0, len(mine), self.local_batch)):
             global_size = min(self.batch_size, len(order) - k * self.batch_size)
             idx = mine[start:start + self.local_batch]
             self._step(idx, global_size)
-            sizes.append(len(idx))
-            if tracing and k + 1 == self.trace_k:
-                self._trace(sizes)
+            if self.trace_piece is None and epoch == self.trace_epoch and len(sizes) < self.trace_k:
+                sizes.append(len(idx))
+                sums.extend(self.loss_sums[-1:] if self.reports else [])
+                if len(sizes) == self.trace_k:
+                    self._trace(sizes)
         return len(mine)
 
     def _trace(self, sizes: list[int]) -> None:
@@ -271,8 +282,7 @@ class PipelineProgram:
         def piece() -> dict[str, Any]:
             state = self.whole_state()
             digest = weight_digest({name: state[name] for name in self.digested})
-            sums = (torch.stack(self.loss_sums[: self.trace_k]).double().cpu().tolist()
-                    if self.reports else [])
+            sums = torch.stack(self.traced[1]).double().cpu().tolist() if self.reports else []
             return {"loss_sums": sums, "samples": list(sizes) if self.reports else [],
                     "digest": digest, "model": model_size(self.model)}
 
@@ -295,6 +305,19 @@ class PipelineProgram:
 
     def train_epoch(self, epoch: int) -> EpochStats:
         return self._train(lambda: self._epoch(epoch))
+
+    def epoch_parts(self, wanted: int) -> int:
+        """Up to ``wanted`` parts of whole global steps (an epoch of fewer steps: one each)."""
+        from parabench.torch.loop import epoch_steps
+
+        return max(1, min(wanted, epoch_steps(self.n, self.batch_size)))
+
+    def train_part(self, epoch: int, part: int, parts: int) -> EpochStats:
+        """Global steps :func:`~parabench.torch.loop.part_span` of epoch ``epoch``."""
+        from parabench.torch.loop import part_span
+
+        span = part_span(self.n, self.batch_size, part, parts)
+        return self._train(lambda: self._epoch(epoch, span))
 
     def train_window(self, window: int, steps: int) -> EpochStats:
         """``steps`` global batches of :func:`~parabench.torch.loop.window_order`."""
@@ -367,34 +390,3 @@ class PipelineProgram:
 
     def peak_gpu_mb(self) -> float | None:
         return self.case.peak_gpu_mb()
-
-
-def _timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,
-                 spans: Spans, autocast: Any) -> Any:
-    """A manual ``PipelineStage`` whose forward and backward chunks are timed.
-
-    Autocast wraps the module itself, not the chunk calls: the stage's metadata inference
-    runs the module too, and must see the dtypes the real chunks send.
-    """
-    from torch import nn
-    from torch.distributed.pipelining import PipelineStage
-
-    class Autocast(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner = submod
-
-        def forward(self, *args: Any) -> Any:
-            with autocast():
-                return self.inner(*args)
-
-    class TimedStage(PipelineStage):
-        def forward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
-            with spans("forward"):
-                return super().forward_one_chunk(*args, **kwargs)
-
-        def backward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
-            with spans("backward"):
-                return super().backward_one_chunk(*args, **kwargs)
-
-    return TimedStage(Autocast(), index, stages, device, group=group)

@@ -23,7 +23,7 @@ implements it for data-parallel methods:
 * optional ``epoch_parts(wanted) -> int`` and ``train_part(epoch, part, parts) ->
   EpochStats``: this rank's piece of part ``part`` of an epoch (time-to-target mode's
   evaluations between parts, :class:`~parabench.method.Session`); a program without them
-  (the pipelines, TensorFlow) trains whole epochs there;
+  (TensorFlow's) trains whole epochs there;
 * ``train_window(window, steps) -> EpochStats``: this rank's share of ``steps`` global batches
   of :func:`~parabench.torch.loop.window_order`, timed the same way (fedavg: one round; a
   session whose ``window_unit`` is ``"epoch"`` - TensorFlow - never asks: its window is an

@@ -46,7 +46,8 @@ class PipelineSession(DistributedTorchSession):
 
     def fold(self, per_rank: list[EpochStats], window: bool = False) -> EpochStats:
         """:func:`fold_stage_epochs`; a speed window's bubble goes to its own note, so the
-        epochs' ``bubble_fraction`` stays one figure per epoch."""
+        epochs' ``bubble_fraction`` stays one figure per epoch (per part of an epoch in time
+        to target mode, which trains epochs in parts)."""
         if not window:
             return fold_stage_epochs(per_rank, self.notes)
         notes: dict[str, Any] = {}

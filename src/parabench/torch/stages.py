@@ -242,3 +242,34 @@ def unowned_names(model: torch.nn.Module, stages: list[Any]) -> list[str]:
     """The model's state-dict keys no stage owns (not trained: serial's digest has them)."""
     owned = {n for stage in stages for n in owned_names(model, stage)}
     return [n for n in model.state_dict() if n not in owned]
+
+
+def timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,
+                 spans: Any, autocast: Any) -> Any:
+    """A manual ``PipelineStage`` whose forward and backward chunks are timed.
+
+    Autocast wraps the module itself, not the chunk calls: the stage's metadata inference
+    runs the module too, and must see the dtypes the real chunks send.
+    """
+    from torch import nn
+    from torch.distributed.pipelining import PipelineStage
+
+    class Autocast(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = submod
+
+        def forward(self, *args: Any) -> Any:
+            with autocast():
+                return self.inner(*args)
+
+    class TimedStage(PipelineStage):
+        def forward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
+            with spans("forward"):
+                return super().forward_one_chunk(*args, **kwargs)
+
+        def backward_one_chunk(self, *args: Any, **kwargs: Any) -> Any:
+            with spans("backward"):
+                return super().backward_one_chunk(*args, **kwargs)
+
+    return TimedStage(Autocast(), index, stages, device, group=group)
