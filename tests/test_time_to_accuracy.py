@@ -219,7 +219,9 @@ def test_the_shipped_table_has_every_workload_the_default_run_trains() -> None:
     from parabench.workloads.targets import quality_target, table
 
     cases = plan(Grid(coverage=True, profile=COVERAGE_PROFILE, epochs=1))
-    default_run = {c.config.workload for c in cases if c.skip_reason is None}
+    default_run = {c.config.workload for c in cases if c.skip_reason is None
+                   # shipped ones: test plugins registered by other tests (faulty) have none
+                   and type(workloads.get(c.config.workload)).__module__.startswith("parabench.")}
     assert "cnn" in default_run  # the main job's
     for name in sorted(default_run):
         entry = quality_target(name, COVERAGE_PROFILE)
