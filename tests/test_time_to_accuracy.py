@@ -329,7 +329,8 @@ def test_cli_reports_time_to_target_for_a_real_serial_run(tmp_path: Path) -> Non
     assert result["epochs"] == 3 and len(result["epoch_s"]) == 1
     assert ttt["train_s"] == result["epoch_s"][0] and result["epoch_quality"][0] >= 0.3
     assert result["config"]["target_quality"] == 0.3
-    assert "to target" in proc.stdout and "(ep 1, +" in proc.stdout
+    shown = f"({ttt['samples_to_target']:,} samples, +"  # the samples the target took
+    assert "to target" in proc.stdout and shown in proc.stdout
     assert result["energy"]["source"] is not None or result["energy"]["reason"]
 
 

@@ -216,13 +216,18 @@ def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:
 
 
 def _to_target(ok: list[Result]) -> tuple[float | None, str]:
-    """Median train seconds to the target, and 'SEC (ep E, +START start)' or why not."""
+    """Median train seconds to the target, and 'SEC (N samples, +START start)' (older results
+    without ``samples_to_target``: 'SEC (ep E, ...)'), or why not."""
     runs = [t for r in ok if (t := r.time_to_target)]
     hits = [t for t in runs if t.reached]
     if not hits:
         return None, f"not reached ({runs[0].epochs_run} ep)" if runs else ""
     train = statistics.median(t.train_s or 0.0 for t in hits)
-    text = f"{train:.2f}s (ep {statistics.median(t.epoch or 0 for t in hits):g}"
+    samples = [t.samples_to_target for t in hits if t.samples_to_target is not None]
+    if len(samples) == len(hits):  # what the target cost in work, the same scale for all
+        text = f"{train:.2f}s ({statistics.median(samples):,.0f} samples"
+    else:
+        text = f"{train:.2f}s (ep {statistics.median(t.epoch or 0 for t in hits):g}"
     starts = [t.startup_s for t in hits if t.startup_s is not None]
     text += f", +{statistics.median(starts):.1f}s start)" if starts else ")"
     if len(hits) < len(runs):
