@@ -54,9 +54,9 @@ def _record_orders(loop: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     orders: list[Any] = []
     train_epoch = loop.train_epoch
 
-    def recording(epoch: int, indices: Any = None) -> Any:
+    def recording(epoch: int, indices: Any = None, *rest: Any) -> Any:
         orders.append(indices)
-        return train_epoch(epoch, indices)
+        return train_epoch(epoch, indices, *rest)
 
     monkeypatch.setattr(loop, "train_epoch", recording)
     return orders
