@@ -142,10 +142,14 @@ class Session(ABC):
 
     def train_part(self, epoch: int, part: int, parts: int) -> EpochStats:
         """Part ``part`` (0-based) of ``parts`` (:meth:`epoch_parts`) of epoch ``epoch``; the
-        parts in order train what :meth:`train_epoch` does (see the module doc)."""
-        if parts == 1:
-            return self.train_epoch(epoch)
-        raise NotImplementedError(f"{type(self).__name__} trains whole epochs only")
+        parts in order train what :meth:`train_epoch` does (see the module doc).
+
+        The default serves sessions of whole epochs (``epoch_parts`` 1): its one part is the
+        epoch; asking it for more parts is a caller's error, said as such."""
+        if parts != 1:
+            raise ValueError(f"{type(self).__name__} trains an epoch in 1 part "
+                             f"(epoch_parts), asked for part {part + 1} of {parts}")
+        return self.train_epoch(epoch)
 
     @abstractmethod
     def evaluate(self) -> float:

@@ -49,6 +49,12 @@ class SpreadEntry:
 def table(path: Path = TABLE) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
     """workload -> profile -> epochs (str) -> entry (``std``, ``mean``, ``values``, ``seeds``,
     ``epochs``, ``command``, ``date``)."""
+    return entries(path)
+
+
+def entries(path: Path) -> dict[str, Any]:
+    """The ``entries`` of a shipped table written by a measuring script ({} if absent):
+    this one and :mod:`parabench.workloads.targets`' read theirs through it."""
     if not path.exists():
         return {}
     return json.loads(path.read_text())["entries"]

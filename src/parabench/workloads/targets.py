@@ -18,11 +18,12 @@ date that produced it (the figures themselves: ``docs/measurements.md``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from parabench.workloads.spread import entries
 
 TABLE = Path(__file__).with_name("quality_targets.json")
 SCRIPT = "scripts/quality_targets.py"
@@ -42,9 +43,7 @@ class TargetEntry:
 def table(path: Path = TABLE) -> dict[str, dict[str, dict[str, Any]]]:
     """workload -> profile -> entry (``target``, ``values``, ``curves``, ``seeds``,
     ``epochs``, ``percentile``, ``command``, ``date``, ...)."""
-    if not path.exists():
-        return {}
-    return json.loads(path.read_text())["entries"]
+    return entries(path)
 
 
 def quality_target(workload: str, profile: str) -> TargetEntry | None:
