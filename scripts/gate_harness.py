@@ -10,8 +10,9 @@ Usage::
     PYTHONPATH=src python scripts/gate_harness.py --mode asv --count 10   # asv continuous A/A
     PYTHONPATH=src python scripts/gate_harness.py --table-only          # rewrite the table
 
-Modes (each comparison judges one case, ``SELECTION``: mlp under the test plugin's
-``serial_slow``, tiny, one epoch, as both sides):
+Modes (each comparison runs the selection, ``--selection``, on both sides and judges every case
+in it: by default ``SELECTION``, mlp under the test plugin's ``serial_slow``, tiny, one epoch; a
+selection of several cases gives several case comparisons per run pair):
 
 * ``file``: ``parabench run --out a.jsonl``, then ``parabench run --out b.jsonl``, judged by
   :func:`parabench.analysis.compare.compare` (what ``parabench compare a.jsonl b.jsonl`` says
@@ -31,9 +32,9 @@ recorded figures are never edited. A/A (slowdown 0) gives the false-alarm rate, 
 the detection rates. ``--load`` starts one spinning process per core for the whole run (the
 condition is recorded as ``load``, else ``quiet``).
 
-Every comparison appends one JSON line to ``OUT/gate_records.jsonl`` (mode, condition,
-slowdown, index, verdict, regressed, ratio, p, samples, seconds, load before/after, date,
-command, commit) and the table ``OUT/gate_table.md`` is rewritten from all records after each
+Every comparison appends one JSON line per case to ``OUT/gate_records.jsonl`` (mode,
+condition, slowdown, index, case, verdict, regressed, ratio, p, samples, seconds, load
+before/after, date, command, commit) and the table ``OUT/gate_table.md`` is rewritten from all records after each
 one, so a run can be stopped and resumed: comparisons already recorded are skipped.
 """
 
@@ -93,8 +94,8 @@ def table(records: Iterable[Mapping[str, Any]]) -> str:
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(r["mode"], r["condition"], float(r["slowdown"]))].append(r)
-    lines = ["| mode | condition | injected slowdown | rate | count | median new/base "
-             "| load before -> after (1 min) | dates |",
+    lines = ["| mode | condition | injected slowdown | rate | case comparisons (run pairs) "
+             "| median new/base | load before -> after (1 min) | dates |",
              "|---|---|---|---|---|---|---|---|"]
     for (mode, condition, slowdown), rs in sorted(groups.items()):
         hits = sum(bool(r["regressed"]) for r in rs)
@@ -106,7 +107,8 @@ def table(records: Iterable[Mapping[str, Any]]) -> str:
         days = sorted({r["date"][:10] for r in rs})
         lines.append(
             f"| {mode} | {condition} | {'none (A/A)' if slowdown == 0 else f'{slowdown:.0%}'} "
-            f"| {what} {hits / len(rs):.0%} | {hits}/{len(rs)} | {median} "
+            f"| {what} {hits / len(rs):.0%} | {hits}/{len(rs)} "
+            f"({len({r['index'] for r in rs})}) | {median} "
             f"| {min(before):.2f}-{max(before):.2f} -> {min(after):.2f}-{max(after):.2f} "
             f"| {days[0]}{'..' + days[-1] if len(days) > 1 else ''} |")
     commands = sorted({r["command"] for r in records})
@@ -143,20 +145,27 @@ def _env(slowdown: float, windows: Mapping[str, str]) -> dict[str, str]:
             **windows}
 
 
-def _judge(base: list, new: list, threshold: float) -> dict[str, Any]:
+def _case_label(change: Any) -> str:
+    key = change.key  # (workload, method, device, workers, batch, profile, options, threads)
+    return f"{key[0]}/{key[1]} {key[3]}x{key[7]}"
+
+
+def _judge(base: list, new: list, threshold: float, *, paired: bool = False
+           ) -> list[dict[str, Any]]:
+    """One verdict per case the two sides matched (``case``: its label), as compare says it
+    (``paired``: by round, as ``compare --rerun`` judges)."""
     from parabench.analysis.compare import compare
 
-    cmp = compare(base, new, threshold)
+    cmp = compare(base, new, threshold, paired=paired)
     if not cmp.changes:
-        return {"verdict": "no matched case", "regressed": False, "ratio": None, "p": None,
-                "samples": ""}
-    c = cmp.changes[0]
-    return {"verdict": c.verdict, "regressed": cmp.regressed, "ratio": c.ratio,
-            "p": c.p_value, "samples": c.samples}
+        return [{"case": "-", "verdict": "no matched case", "regressed": False, "ratio": None,
+                 "p": None, "samples": ""}]
+    return [{"case": _case_label(c), "verdict": c.verdict, "regressed": c.regressed,
+             "ratio": c.ratio, "p": c.p_value, "samples": c.samples} for c in cmp.changes]
 
 
 def run_file(work: Path, slowdown: float, args: argparse.Namespace,
-             windows: Mapping[str, str]) -> dict[str, Any]:
+             windows: Mapping[str, str]) -> list[dict[str, Any]]:
     from parabench.case.result import read_results
     from parabench.sweep.rerun import side_env
 
@@ -174,13 +183,14 @@ def run_file(work: Path, slowdown: float, args: argparse.Namespace,
 
 
 def run_interleaved(work: Path, slowdown: float, args: argparse.Namespace,
-                    windows: Mapping[str, str], trees: Mapping[str, Path]) -> dict[str, Any]:
+                    windows: Mapping[str, str], trees: Mapping[str, Path]
+                    ) -> list[dict[str, Any]]:
     from parabench.sweep.rerun import run_rounds
 
     rounds = run_rounds(trees, args.selection_list, rounds=args.rounds, out_dir=work,
                         env={"base": _env(0.0, windows), "new": _env(slowdown, windows)},
                         say=lambda line: None, progress=False)
-    return _judge(rounds.base_results(), rounds.new_results(), args.threshold)
+    return _judge(rounds.base_results(), rounds.new_results(), args.threshold, paired=True)
 
 
 @contextmanager
@@ -208,7 +218,7 @@ def asv_twin(scratch: Path) -> Iterator[tuple[Path, Path, dict[str, str]]]:
 
 
 def run_asv(work: Path, args: argparse.Namespace, twin: tuple[Path, Path, dict[str, str]]
-            ) -> dict[str, Any]:
+            ) -> list[dict[str, Any]]:
     """The asv-gate workflow's command, HEAD~1 (HEAD) against HEAD (its empty twin)."""
     clone, conf, env = twin
     cmd = [sys.executable, "-m", "asv", "--config", str(conf), "continuous",
@@ -220,8 +230,9 @@ def run_asv(work: Path, args: argparse.Namespace, twin: tuple[Path, Path, dict[s
     if done.returncode not in (0, 1) or (done.returncode == 1 and not worse):
         raise RuntimeError(f"asv continuous failed (exit {done.returncode}); see "
                            f"{work / 'asv.log'}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return {"verdict": "asv: PERFORMANCE DECREASED" if worse else "asv: not decreased",
-            "regressed": worse, "ratio": None, "p": None, "samples": f"{args.asv_rounds} rounds"}
+    return [{"case": args.asv_bench, "verdict": "asv: PERFORMANCE DECREASED" if worse
+             else "asv: not decreased", "regressed": worse, "ratio": None, "p": None,
+             "samples": f"{args.asv_rounds} rounds"}]
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, float, int]]:
@@ -238,7 +249,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", default="file,interleaved",
                    help="comma list of file, interleaved, asv (default: file,interleaved)")
-    p.add_argument("--count", type=int, default=50, help="A/A comparisons per mode (50)")
+    p.add_argument("--count", type=int, default=50,
+                   help="A/A comparisons per mode (50); each judges every case of the selection")
     p.add_argument("--detect-count", type=int, default=20,
                    help="comparisons per injected slowdown and mode (20)")
     p.add_argument("--slowdowns", default="0.05,0.10,0.20", help="fractions (0.05,0.10,0.20)")
@@ -249,6 +261,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="parabench run arguments of the case judged")
     p.add_argument("--asv-bench", default=ASV_BENCH, help="asv -b regex for --mode asv")
     p.add_argument("--asv-rounds", type=int, default=4, help="asv -a rounds=N (4)")
+    p.add_argument("--window-s", type=float, default=None,
+                   help="seconds per speed window (PARABENCH_WINDOW_S; default parabench's)")
     p.add_argument("--load", action="store_true", help="spin one process per core meanwhile")
     p.add_argument("--small", action="store_true",
                    help="a smoke run: 2 A/A + 1 per slowdown (20 %% only), 2 rounds, short "
@@ -278,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         p for p in (str(PLUGINS), os.environ.get("PYTHONPATH", "")) if p)
     from parabench.sweep.rerun import checkouts, resolve_ref
 
-    windows = {"PARABENCH_WINDOWS": "2", "PARABENCH_WINDOW_S": "0.05"} if args.small else {}
+    windows = ({"PARABENCH_WINDOWS": "2", "PARABENCH_WINDOW_S": "0.05"} if args.small else
+               {"PARABENCH_WINDOW_S": str(args.window_s)} if args.window_s else {})
     condition = "load" if args.load else "quiet"
     command = "python scripts/gate_harness.py " + shlex.join(sys.argv[1:] if argv is None
                                                               else argv)
@@ -302,21 +317,22 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir()
             before, started = load_text(), time.monotonic()
             if mode == "file":
-                verdict = run_file(work, slowdown, args, windows)
+                verdicts = run_file(work, slowdown, args, windows)
             elif mode == "interleaved":
-                verdict = run_interleaved(work, slowdown, args, windows, trees)
+                verdicts = run_interleaved(work, slowdown, args, windows, trees)
             else:
-                verdict = run_asv(work, args, twin)
-            record = {"mode": mode, "condition": condition, "slowdown": slowdown,
-                      "index": index, **verdict,
-                      "seconds": round(time.monotonic() - started, 1),
+                verdicts = run_asv(work, args, twin)
+            common = {"mode": mode, "condition": condition, "slowdown": slowdown,
+                      "index": index, "seconds": round(time.monotonic() - started, 1),
                       "load_before": before, "load_after": load_text(),
                       "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "command": command, "commit": head[:12], "settings": settings}
-            append_record(args.out / RECORDS, record)
+            for verdict in verdicts:
+                append_record(args.out / RECORDS, {**common, **verdict})
             write_table(args.out)
-            print(f"[{n}/{len(todo)}] {mode} {condition} slowdown {slowdown:.0%} #{index}: "
-                  f"{verdict['verdict']} ({record['seconds']} s)", flush=True)
+            said = "; ".join(f"{v['case']}: {v['verdict']}" for v in verdicts)
+            print(f"[{n}/{len(todo)}] {mode} {condition} slowdown {slowdown:.0%} #{index} "
+                  f"({common['seconds']} s, load {common['load_after']}): {said}", flush=True)
     print(f"table: {write_table(args.out)}")
     return 0
 

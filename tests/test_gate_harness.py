@@ -120,9 +120,9 @@ def test_the_table_counts_false_alarms_and_detections(tmp_path: Path) -> None:
         h.append_record(path, r)
     assert h.read_records(path) == records
     text = h.write_table(tmp_path).read_text()
-    assert "| file | quiet | none (A/A) | false alarms 4% | 2/50 | 0.900 | 0.10-0.10 -> " \
+    assert "| file | quiet | none (A/A) | false alarms 4% | 2/50 (50) | 0.900 | 0.10-0.10 -> " \
            "1.10-1.10 | 2026-01-02 |" in text
-    assert "| interleaved | quiet | 10% | detected 75% | 15/20 |" in text
+    assert "| interleaved | quiet | 10% | detected 75% | 15/20 (20) |" in text
     assert "python scripts/gate_harness.py" in text and "70 record(s)" in text
 
 
@@ -168,3 +168,31 @@ def test_the_load_generator_spins_one_process_per_core_and_stops() -> None:
             os.kill(pid, 0)
     with h.background_load(False) as none:
         assert none == []
+
+
+def test_every_matched_case_is_one_verdict_and_rounds_are_judged_paired() -> None:
+    """A selection of several cases gives one comparison record per case; interleaved rounds
+    are judged paired by round (as ``compare --rerun`` does): a drift shared by both sides
+    of a round cancels, so the same 15 % slowdown is SLOWER paired and not unpaired."""
+    import dataclasses
+    import random
+
+    from sweepdata import case
+
+    h = _harness()
+    rng = random.Random(11)
+
+    def runs(workload: str, slow: float, drift: list[float]) -> list:
+        return [dataclasses.replace(
+            case(workload, "serial", 1), window_s=[100 * slow * d / rng.gauss(1000, 10)
+                                                   for _ in range(8)],
+            window_samples=[100] * 8, window={"warmup": 1}) for d in drift]
+
+    drift = [rng.choice((0.6, 1.0, 1.6)) for _ in range(10)]
+    base = runs("mlp", 1.0, drift) + runs("cnn", 1.0, drift)
+    new = runs("mlp", 1.15, drift) + runs("cnn", 1.0, drift)
+    paired = {v["case"]: v for v in h._judge(base, new, 0.10, paired=True)}
+    assert set(paired) == {"mlp/serial 1x2", "cnn/serial 1x2"}
+    assert paired["mlp/serial 1x2"]["regressed"] and not paired["cnn/serial 1x2"]["regressed"]
+    unpaired = {v["case"]: v for v in h._judge(base, new, 0.10)}
+    assert not unpaired["mlp/serial 1x2"]["regressed"]
