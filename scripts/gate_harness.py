@@ -161,7 +161,22 @@ def _judge(base: list, new: list, threshold: float, *, paired: bool = False
         return [{"case": "-", "verdict": "no matched case", "regressed": False, "ratio": None,
                  "p": None, "samples": ""}]
     return [{"case": _case_label(c), "verdict": c.verdict, "regressed": c.regressed,
-             "ratio": c.ratio, "p": c.p_value, "samples": c.samples} for c in cmp.changes]
+             "ratio": c.ratio, "p": c.p_value, "samples": c.samples,
+             "round_ratios": _round_ratios(c.key, base, new) if paired else None}
+            for c in cmp.changes]
+
+
+def _round_ratios(key: tuple, base: list, new: list) -> list[float | None]:
+    """NEW's samples/s / BASE's in each round, for one case (what calibrates a paired prior);
+    None for a round where either side has no figure."""
+    from parabench.identity import CaseId
+
+    def rates(side: list) -> list[float | None]:
+        return [r.samples_per_s if r.status == "ok" else None for r in side
+                if CaseId.recorded(r).work == key]
+
+    return [round(n / b, 5) if n and b else None
+            for b, n in zip(rates(base), rates(new), strict=False)]
 
 
 def run_file(work: Path, slowdown: float, args: argparse.Namespace,

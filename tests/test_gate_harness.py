@@ -196,3 +196,19 @@ def test_every_matched_case_is_one_verdict_and_rounds_are_judged_paired() -> Non
     assert paired["mlp/serial 1x2"]["regressed"] and not paired["cnn/serial 1x2"]["regressed"]
     unpaired = {v["case"]: v for v in h._judge(base, new, 0.10)}
     assert not unpaired["mlp/serial 1x2"]["regressed"]
+
+
+def test_paired_records_keep_each_rounds_ratio() -> None:
+    import dataclasses
+
+    from sweepdata import case
+
+    h = _harness()
+    base = [dataclasses.replace(case("mlp", "serial", 1), samples_per_s=100.0 * d)
+            for d in (1.0, 2.0, 1.0)]
+    new = [dataclasses.replace(r, samples_per_s=r.samples_per_s * f)
+           for r, f in zip(base, (0.9, 0.8, 1.0), strict=True)]
+    [record] = h._judge(base, new, 0.10, paired=True)
+    assert record["round_ratios"] == [0.9, 0.8, 1.0]
+    [unpaired] = h._judge(base, new, 0.10)
+    assert unpaired["round_ratios"] is None
