@@ -146,6 +146,14 @@ SETUP: dict[str, str] = {
                                 "r.workers == 2]\n"
                                 "base = throughput_samples(earlier_serial_results)\n"
                                 "results = ddp",
+    "parabench.analysis.parity_text": "repeats = [r for r in results if r.method == 'ddp']\n"
+                                      "result = repeats[0]",
+    "parabench.analysis.to_target": (
+        "import dataclasses\n"
+        "from parabench.case.records import TimeToTarget\n"
+        "results = [dataclasses.replace(r, time_to_target=TimeToTarget(\n"
+        "    reached=True, samples_to_target=1408, startup_s=2.0, epochs_run=3))\n"
+        "    for r in results]"),
     "parabench.analysis.trajectory": (
         "import dataclasses\n"
         "trace = {'steps': 2, 'losses': [2.3, 2.1], 'digest': {'w': {'sum': 1.0, 'norm': 2.0,"

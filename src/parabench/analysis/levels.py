@@ -154,6 +154,15 @@ def _summarize(runs: Sequence[Sequence[float]], prior_cv: float) -> _Side:
                  seen_cv=None if seen is None else math.expm1(math.sqrt(seen)))
 
 
+def log_rate(runs: Sequence[Sequence[float]], prior_cv: float = RUN_CV
+             ) -> tuple[float, float, float]:
+    """One side alone: the mean over runs of each run's log median rate, the variance of
+    that mean (between runs, pooled with the prior, plus within), and its degrees of freedom;
+    ``runs`` as :func:`level_ratio` takes them. ValueError without a positive rate."""
+    side = _summarize(runs, prior_cv)
+    return side.mean, side.var, float(side.df or max(1, side.windows - 1))
+
+
 def level_ratio(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]], *,
                 base_run_cv: float = RUN_CV, new_run_cv: float = RUN_CV,
                 confidence: float = CONFIDENCE, paired: bool = False) -> LevelEstimate:

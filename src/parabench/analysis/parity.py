@@ -73,6 +73,7 @@ from parabench.analysis.ratios import (  # the tolerances live with the arithmet
     baseline_of,
     is_baseline,
     parity_holds,
+    detectable_loss,
     parity_tolerance,
     quality_gap,
 )
@@ -220,6 +221,8 @@ def _assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | Non
     }
     if why:
         out["kind_reason"] = why
+    if kind == "statistical" and "spread" in spread:  # the verdict's power, stated
+        out["detectable_loss"] = detectable_loss(tol, spread["spread"], q0, better_high)
     if result.facts.samples_per_client is not None:  # fedavg: the equal-work figure, shown
         out["samples_per_client"] = result.facts.samples_per_client
     evidence = exact_evidence(result, base) if kind == "exact" else None

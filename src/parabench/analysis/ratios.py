@@ -41,6 +41,7 @@ stands in for it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,7 @@ from parabench.identity import (  # the baseline rule is the identity's; named h
 
 __all__ = ["BASELINE_METHOD", "EXACT_TOLERANCE", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR",
            "CaseKey", "Ratio", "Ratios", "baseline_label", "baseline_of", "baseline_threads",
-           "efficiency", "find_baseline", "is_baseline", "missing_hint", "parity_holds",
+           "detectable_loss", "efficiency", "find_baseline", "is_baseline", "missing_hint", "parity_holds",
            "parity_tolerance", "quality_gap", "quality_shortfall", "ratios", "scaling_efficiency",
            "slowdown", "speedup", "throughput_speedup", "total_cores"]
 
@@ -119,6 +120,20 @@ def parity_tolerance(kind: str, baseline: float, higher_is_better: bool,
     tol = EXACT_TOLERANCE if kind == "exact" else max(SPREAD_FACTOR * spread,
                                                       MIN_STATISTICAL_TOLERANCE)
     return tol if higher_is_better else tol * abs(baseline)
+
+
+#: one-sided 95 % normal quantile: a method that loses the detectable loss fails 95 % of runs
+POWER_Z = 1.645
+
+
+def detectable_loss(tolerance: float, spread: float, baseline: float,
+                    higher_is_better: bool) -> float:
+    """The smallest loss a statistical verdict flags in 95 % of runs: the tolerance plus
+    :data:`POWER_Z` standard deviations of a one-run-a-side gap (two seeds' worth of the
+    baseline's seed-to-seed ``spread``, relative for a lower-is-better metric). A sound method
+    (no loss) then fails only when the gap passes the tolerance: at 3 spreads, under 2 %."""
+    sd = math.sqrt(2) * (spread if higher_is_better else spread * abs(baseline))
+    return tolerance + POWER_Z * sd
 
 
 def parity_holds(gap: float, tolerance: float) -> bool:

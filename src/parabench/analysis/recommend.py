@@ -6,7 +6,13 @@ Usage::
         print("\\n".join(describe(rec)))
 
 Pure: reads Results, returns data. A *candidate* is one (method, workers, batch, options)
-configuration with its ok results. Candidates are ranked by median throughput. Only a
+configuration with its ok results. Candidates are ranked by median throughput, or, where the
+scope ran in time-to-target mode (``--target-quality``), by their training seconds to the
+target (:mod:`parabench.analysis.to_target`: derived from serial's samples for methods whose
+trajectory matches serial's, measured for the others): a configuration that did not reach the
+target, or needed more than the budget of samples, cannot be recommended and says why; one
+that reached it sooner than serial with the same cores but within noise (the interval of
+the ratio holds 1) gives way to serial, the simplest. Only a
 candidate whose parity holds ("ok", or the serial baseline itself) can be recommended; faster
 candidates that failed parity, or whose parity was never checked (no serial case to compare
 with), are listed as such. Speedup is against the serial candidate with the same total cores
@@ -15,7 +21,8 @@ other run stands in), with a bootstrap CI over the samples of both (see
 :mod:`parabench.analysis.stats`). A recommendation measured only on a busy machine (other
 processes took cores the case needed, ``Result.machine.busy``) says so. The runner-up is
 the best qualifying candidate of another method; the two differ significantly when a
-two-sided Mann-Whitney test gives p < 0.05.
+two-sided Mann-Whitney test gives p < 0.05 (in time-to-target mode: the interval of the
+ratio of their times, see :func:`parabench.analysis.to_target.speedup_to_target`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from parabench.analysis.figures import (
     BUSY_WARNING,
@@ -34,6 +41,7 @@ from parabench.analysis.figures import (
     recorded_busy,
     seconds_per_sample,
 )
+from parabench.analysis.parity_text import parity_cell, parity_text, severity
 from parabench.analysis.ratios import (
     find_baseline,
     is_baseline,
@@ -50,12 +58,12 @@ from parabench.analysis.stats import (
     ratio_ci,
     throughput_samples,
 )
-from parabench.case.records import Parity
+from parabench.analysis.to_target import ToTarget, ToTargetSpeedup, speedup_to_target, to_target
 from parabench.case.result import Result
 
 __all__ = ["Candidate", "Recommendation", "baseline_for", "candidates", "describe", "group_key",
            "median_times", "options_label", "parity_cell", "parity_text", "recommend",
-           "seconds_per_sample"]
+           "seconds_per_sample", "times_to_target"]
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -82,6 +90,8 @@ class Candidate:
     peak_gpu_mb: float | None = None
     #: every result of it was measured on a busy machine
     busy: bool = False
+    #: time-to-target mode: its seconds to the target (None: the mode was off)
+    to_target: ToTarget | None = None
 
     @property
     def method(self) -> str:
@@ -101,7 +111,8 @@ class Candidate:
 
     @property
     def qualifies(self) -> bool:
-        return self.parity in ("base", "ok")
+        """Parity holds and, in time-to-target mode, it reached the target in its budget."""
+        return self.parity in ("base", "ok") and (self.to_target is None or self.to_target.ok)
 
     @property
     def threads(self) -> int:
@@ -115,80 +126,12 @@ class Candidate:
         return f"{self.method} with {self.workers} worker{'s' if self.workers > 1 else ''}{extra}"
 
 
-def _sci(x: float) -> str:
-    """Compact scientific notation: 2e-7, 3e-2, 0, inf."""
-    if x == 0 or x != x or x in (float("inf"), float("-inf")):
-        return f"{x:g}"
-    mantissa, _, exp = f"{x:.0e}".partition("e")
-    return f"{mantissa}e{int(exp)}"
-
-
-def _trajectory_share(p: Parity) -> tuple[float, float]:
-    """(loss, weight) difference, each over its tolerance (inf when not compared)."""
-    tol = p.tolerance if isinstance(p.tolerance, dict) else {}
-    loss = p.loss_rel_max if p.loss_rel_max is not None else float("inf")
-    weight = p.weight_rel_l2 if p.weight_rel_l2 is not None else float("inf")
-    return loss / (tol.get("loss_rel") or 1.0), weight / (tol.get("weight_rel_l2") or 1.0)
-
-
-def _severity(p: Parity) -> tuple[bool, float]:
-    """How bad a parity verdict is: failed first, then its figure over its tolerance."""
-    basis, tol = p.basis or "quality", p.tolerance
-    if basis == "trajectory":
-        figure = max(_trajectory_share(p))
-    elif basis == "predictions":
-        figure = 0.0 if p.identical else float("inf")
-    else:
-        figure = -float(p.gap or 0.0) / (tol if isinstance(tol, float) and tol else 1.0)
-    return p.status == "failed", figure
-
-
-def parity_text(p: Parity) -> str:
-    """One verdict with its evidence: ``ok w 2e-7``, ``FAILED loss 3e-2 w 6e-3``, what else
-    differed (``FAILED digest coverage``, ``FAILED final w 3e-2``, ``FAILED epoch 2 loss``,
-    ``FAILED evaluation +0.016``), ``ok identical``, ``FAILED differs``, ``ok``,
-    ``FAILED -0.210`` (the quality gap)."""
-    ok = p.status == "ok"
-    basis = p.basis or "quality"
-    gap = p.gap or 0.0
-    if basis == "trajectory":
-        if not ok and p.differs == "final weights" and p.final_weight_rel_l2 is not None:
-            return f"FAILED final w {_sci(p.final_weight_rel_l2)}"
-        if not ok and p.differs and p.differs != "first steps":  # says what differed
-            return f"FAILED {p.differs}"
-        if p.loss_rel_max is None or p.weight_rel_l2 is None:  # e.g. other traced steps
-            return "ok" if ok else "FAILED steps differ"
-        loss, weight = p.loss_rel_max, p.weight_rel_l2
-        if not ok and p.trajectory_ok:  # trained like serial, evaluated otherwise
-            return f"FAILED quality {gap:+.3f}"
-        if not ok:
-            return f"FAILED loss {_sci(loss)} w {_sci(weight)}"
-        loss_share, weight_share = _trajectory_share(p)
-        loss_worse = loss_share > weight_share
-        return f"ok loss {_sci(loss)}" if loss_worse else f"ok w {_sci(weight)}"
-    if basis == "predictions":
-        if ok:
-            return "ok identical"
-        return "FAILED differs" if not p.identical else f"FAILED {gap:+.3f}"
-    return "ok" if ok else f"FAILED {gap:+.3f}"
-
-
-def parity_cell(parities: Iterable[Parity | None]) -> str:
-    """The worst checked verdict of a configuration's repeats; ``base`` for the baseline,
-    ``-`` when none was checked. Any failure reads ``FAILED ...``."""
-    parities = [p for p in parities if p]
-    checked = [p for p in parities if p.status in ("ok", "failed")]
-    if not checked:
-        return "base" if any(p.kind == "baseline" for p in parities) else "-"
-    return parity_text(max(checked, key=_severity))
-
-
 def _parity(method: str, rs: Sequence[Result]) -> tuple[str, float | None, float | None, str]:
     checked = [r.parity for r in rs if r.parity and r.parity.status in ("ok", "failed")]
     if not checked:  # a baseline run is checked only with work options on (compile, ...)
         return ("base", None, None, "base") if is_baseline(method) else (
             "unchecked", None, None, "-")
-    worst = max(checked, key=_severity)
+    worst = max(checked, key=severity)
     tol = worst.tolerance
     return (worst.status, worst.gap, tol if isinstance(tol, float) else None,
             parity_text(worst))
@@ -231,6 +174,13 @@ class Recommendation:
     testable: bool = False
     failed_faster: tuple[Candidate, ...] = ()
     unchecked_faster: tuple[Candidate, ...] = ()
+    #: time-to-target mode: the scope ranked by it; the best's figure against the baseline's;
+    #: a configuration sooner than the recommended serial but within noise; parity held but
+    #: the target was not reached in budget (faster by samples/s than the best)
+    target_mode: bool = False
+    to_target_speedup: ToTargetSpeedup | None = None
+    within_noise: Candidate | None = None
+    unreached_faster: tuple[Candidate, ...] = ()
 
 
 def baseline_for(cand: Candidate, pool: Sequence[Candidate]) -> Candidate | None:
@@ -239,44 +189,87 @@ def baseline_for(cand: Candidate, pool: Sequence[Candidate]) -> Candidate | None
     return next((c for c in pool if c.key == key), None)
 
 
-def recommend(results: Iterable[Result], baselines: Iterable[Result] = ()) -> list[Recommendation]:
-    """One recommendation per (workload, device, profile) with an ok case, in sorted order."""
+def _scopes(results: Iterable[Result], baselines: Iterable[Result]
+            ) -> dict[tuple[str, str, str], list[Candidate]]:
+    """Candidates by (workload, device, profile); baselines that are not results join."""
     results = list(results)
     seen = {id(r) for r in results}
     pool = candidates([*results, *(b for b in baselines if id(b) not in seen)])
     scopes: dict[tuple[str, str, str], list[Candidate]] = defaultdict(list)
     for c in pool:
         scopes[(c.key[0], c.key[2], c.key[5])].append(c)
-    return [_recommend_scope(scope, cands) for scope, cands in sorted(scopes.items())]
+    return scopes
+
+
+def recommend(results: Iterable[Result], baselines: Iterable[Result] = ()) -> list[Recommendation]:
+    """One recommendation per (workload, device, profile) with an ok case, in sorted order."""
+    return [_recommend_scope(scope, cands)
+            for scope, cands in sorted(_scopes(results, baselines).items())]
+
+
+def times_to_target(results: Iterable[Result], baselines: Iterable[Result] = ()
+                    ) -> dict[tuple, ToTarget]:
+    """Every configuration's :class:`ToTarget` (those run in time-to-target mode), by key."""
+    return {k: t for cands in _scopes(results, baselines).values()
+            for k, t in to_target(cands).items()}
+
+
+def _rank(cands: list[Candidate], target_mode: bool) -> list[Candidate]:
+    if not target_mode:
+        return sorted(cands, key=lambda c: (-c.throughput, c.key))
+    return sorted(cands, key=lambda c: (
+        c.to_target is None or c.to_target.seconds is None,
+        c.to_target.seconds if c.to_target and c.to_target.seconds else 0.0,
+        -c.throughput, c.key))
 
 
 def _recommend_scope(scope: tuple[str, str, str], cands: list[Candidate]) -> Recommendation:
     workload, device, profile = scope
-    ranked = sorted(cands, key=lambda c: (-c.throughput, c.key))
+    times = to_target(cands)
+    target_mode = any(t.seconds is not None for t in times.values())
+    cands = [replace(c, to_target=times.get(c.key)) for c in cands]
+    ranked = _rank(cands, target_mode)
     qualifying = [c for c in ranked if c.qualifies]
+    common = {"workload": workload, "device": device, "profile": profile,
+              "target_mode": target_mode}
     if not qualifying:
-        return Recommendation(workload=workload, device=device, profile=profile, best=None,
+        return Recommendation(**common, best=None,
                               failed_faster=tuple(c for c in ranked if c.parity == "failed"),
                               unchecked_faster=tuple(c for c in ranked
-                                                     if c.parity == "unchecked"))
-    best = qualifying[0]
-    faster = ranked[:ranked.index(best)]
+                                                     if c.parity == "unchecked"),
+                              unreached_faster=tuple(c for c in ranked
+                                                     if c.parity in ("base", "ok")))
+    best, passed, tt_speed = qualifying[0], None, None
     base = best if is_baseline(best.method) else baseline_for(best, ranked)
+    if target_mode and base is not None and base is not best and base.qualifies:
+        tt_speed = speedup_to_target(base, base.to_target, best, best.to_target)
+        if tt_speed is not None and tt_speed.within_noise:  # the simplest, when as soon
+            best, passed, tt_speed = base, best, None
+    faster = [c for c in ranked if c.throughput > best.throughput] if target_mode else \
+        ranked[:ranked.index(best)]
     speedup = ci = None
-    if base is not None:
+    if tt_speed is not None:
+        speedup, ci = tt_speed.ratio, tt_speed.ci
+    elif base is not None and not (target_mode and base is not best):
         speedup = throughput_speedup(best.throughput, base.throughput)
         ci = None if base is best else ratio_ci(best.samples.values, base.samples.values)
     runner = next((c for c in qualifying if c.method != best.method), None)
     p = testable = None
-    if runner is not None:
+    if runner is not None and target_mode:
+        vs = speedup_to_target(runner, runner.to_target, best, best.to_target)
+        p, testable = (vs.p, True) if vs is not None else (None, False)
+    elif runner is not None:
         p = mann_whitney_p(best.samples.values, runner.samples.values)
         testable = can_be_significant(len(best.samples.values), len(runner.samples.values))
     return Recommendation(
-        workload=workload, device=device, profile=profile, best=best, baseline=base,
+        **common, best=best, baseline=base,
         speedup=speedup, speedup_ci=ci, runner_up=runner, runner_up_p=p,
         significant=p is not None and p < ALPHA, testable=bool(testable),
         failed_faster=tuple(c for c in faster if c.parity == "failed"),
         unchecked_faster=tuple(c for c in faster if c.parity == "unchecked"),
+        to_target_speedup=tt_speed, within_noise=passed,
+        unreached_faster=tuple(c for c in faster if c.parity in ("base", "ok")
+                               and not c.qualifies),
     )
 
 
@@ -293,8 +286,12 @@ def describe(rec: Recommendation) -> list[str]:
     scope = f"{rec.workload} on {rec.device} ({rec.profile})"
     if rec.best is None:
         why = ("every faster case failed parity" if rec.failed_faster
+               else "no configuration whose parity holds reached the target in its budget"
+               if rec.unreached_faster
                else "no case's parity was checked: add --method serial to the sweep")
         lines = [f"{scope}: no recommendation: {why}"]
+    elif rec.target_mode and rec.best.to_target is not None:
+        lines = _describe_target(scope, rec)
     else:
         b = rec.best
         head = f"{scope}: use {b.label()}"
@@ -329,4 +326,46 @@ def describe(rec: Recommendation) -> list[str]:
     for c in rec.unchecked_faster:
         lines.append(f"  faster but parity not checked (no serial case): {c.label()}, "
                      f"{c.throughput:,.0f} samples/s")
+    for c in rec.unreached_faster:
+        why = c.to_target.reason if c.to_target else "not run to the target"
+        lines.append(f"  not recommended (to target): {c.label()}, "
+                     f"{c.throughput:,.0f} samples/s: {why}")
+    return lines
+
+
+def _ci(ci: tuple[float, float] | None, unit: str = "") -> str:
+    return f" (95% CI {ci[0]:.2f}-{ci[1]:.2f}{unit})" if ci else ""
+
+
+def _describe_target(scope: str, rec: Recommendation) -> list[str]:
+    """Time-to-target mode: the best by its seconds to the target, against serial's."""
+    b = rec.best
+    t = b.to_target
+    head = (f"{scope}: use {b.label()}: reaches the target in {t.seconds:.2f}s of training"
+            f"{_ci(t.ci, 's')}")
+    if rec.baseline is b:
+        head += ", serial is the soonest here" if rec.within_noise is None else ""
+    elif rec.speedup is not None:
+        head += f", {rec.speedup:.2f}x sooner than serial{_ci(rec.speedup_ci, 'x')}"
+    elif rec.baseline is not None:
+        why = rec.baseline.to_target.text() if rec.baseline.to_target else "not run to it"
+        head += f"; serial with the same cores did not qualify ({why})"
+    else:
+        head += f"; speedup unknown ({missing_hint(b.key, total_cores(b.workers, b.threads))})"
+    start = f", start-up {t.startup_s:.1f}s apart" if t.startup_s is not None else ""
+    lines = [head, f"  {t.basis()}; peak {_mem(b)}{start} [{b.samples.describe()}]"]
+    if rec.within_noise is not None:
+        w = rec.within_noise
+        lines.append(f"  {w.label()} reached it in {w.to_target.seconds:.2f}s, within noise of "
+                     "serial's (the interval of the ratio holds 1): serial, the simplest, is "
+                     "recommended")
+    if b.busy:
+        lines.append(f"  {BUSY_WARNING}: re-run on a quiet machine before relying on it")
+    if rec.runner_up is not None and rec.runner_up.to_target is not None:
+        r = rec.runner_up
+        verdict = "significant" if rec.significant else "not significant"
+        p = f" ({p_text(rec.runner_up_p)})" if rec.runner_up_p is not None else ""
+        lines.append(f"  runner-up: {r.label()}, {r.to_target.seconds:.2f}s to the target "
+                     f"({r.to_target.seconds / t.seconds:.2f}x the best's time, "
+                     f"{r.to_target.how}); difference {verdict}{p}")
     return lines

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from parabench.analysis.figures import group_key, median_times, peak_memory, recorded_busy
 from parabench.analysis.ratios import is_baseline, ratios, total_cores
-from parabench.analysis.recommend import parity_cell, recommend
+from parabench.analysis.recommend import parity_cell, recommend, times_to_target
 from parabench.analysis.stats import median_ci
 from parabench.case.result import Result
 
@@ -78,8 +78,9 @@ class Row:
     unsupported: bool = False
     #: optional columns: header -> cell text
     extra: dict[str, str] = field(default_factory=dict)
-    #: time-to-target mode (parabench.case.target): median training seconds to the target over the
-    #: repeats that reached it (None: not reached, or the mode is off); rows rank by it
+    #: time-to-target mode: training seconds to the target at the row's steady speed
+    #: (:mod:`parabench.analysis.to_target`; older results without samples-to-target: the median
+    #: measured training seconds); None: not reached, or the mode is off. Rows rank by it
     to_target_s: float | None = None
 
 
@@ -142,6 +143,7 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
     baselines = list(baselines)
     all_times = {**median_times(baselines), **median_times(results)}  # this sweep's first
     fastest = {rec.best.key for rec in recommend(results, baselines) if rec.best}
+    to_targets = times_to_target(results, baselines)
     rows = []
     for key, rs in groups.items():
         workload, method, device, workers, batch, profile, options, threads = key
@@ -160,7 +162,8 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
         q_name = ok[0].quality.name if ok[0].quality else ""
         figures = ratios(key, all_times)
         failed = len(rs) - len(ok)
-        to_target_s, to_target = _to_target(ok)
+        to_target_s, to_target = ((to_targets[key].seconds, to_targets[key].text())
+                                  if key in to_targets else _to_target(ok))
         rows.append(Row(
             **ident, repeats=len(ok), status="ok", parity=parity_cell(r.parity for r in ok),
             epoch_s=statistics.median(times) if times else None,

@@ -142,6 +142,9 @@ class Parity(Record):
     baseline_quality: float | None = None
     spread: float | None = None
     spread_source: str | None = None
+    #: statistical: the smallest loss of quality this verdict flags in 95 % of runs (its power;
+    #: :func:`parabench.analysis.ratios.detectable_loss`), in the tolerance's units
+    detectable_loss: float | None = None
     samples_per_client: list[int] | None = None
     # basis "trajectory" (parabench.analysis.trajectory.compare_traces)
     trajectory_ok: bool | None = None

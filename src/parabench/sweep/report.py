@@ -41,7 +41,7 @@ lines wrap at 120. Columns:
   results or, failing that, from ``baselines`` (e.g. the serial cases already in ``--out``).
 
 ``!`` marks a time measured on a busy machine (others took its cores). The parity
-column shows the evidence (:func:`parabench.analysis.recommend.parity_text`). ``*`` marks the
+column shows the evidence (:func:`parabench.analysis.parity_text.parity_text`). ``*`` marks the
 fastest configuration whose parity holds (:mod:`parabench.analysis.recommend`). Cases a method
 cannot run at all (an unsupported workload) collapse into one ``n/a`` line; every other reason shows
 as one line (the result keeps the whole text).
@@ -141,7 +141,10 @@ def format_table(rows: list[Row], *, wide: bool = False, width: int | None = Non
     if not wide and (width is None or max(map(len, out)) > width):
         out, hidden = _compact(header, cells, shown, width or TABLE_WIDTH)
     if any(r.fastest for r in shown):
-        out.append("* fastest configuration whose parity holds (per workload, device, profile)")
+        out.extend(_wrap("* fastest configuration whose parity holds (per workload, device, "
+                         "profile)" + ("; with 'to target': the soonest to the target, serial "
+                                       "when within noise" if TO_TARGET in extra_headers
+                                       else "")))
     if na := not_applicable(rows):
         out.extend(_wrap(na))
     out.extend(legend(shown))
@@ -244,6 +247,15 @@ def legend(rows: list[Row]) -> list[str]:
         lines.append(f"peak MB: PSS summed over the case's processes (shared pages once);"
                      f"{RSS_MARK}: RSS sum, PSS unreadable or not recorded (shared pages "
                      "counted per process)")
+    if any("blind <" in r.parity for r in ok):
+        lines.append("ok, blind <L: a statistical verdict (held-out quality against serial's "
+                     "seed spread) flags 95 % of runs that lose L or more, and may pass a "
+                     "smaller loss: more epochs (or --target-quality) see less")
+    if any(TO_TARGET in r.extra for r in ok):
+        lines.append("to target: training seconds to the target quality at the row's samples/s: "
+                     "the samples it took / samples/s (derived: serial's samples, for rows whose "
+                     "trajectory matches serial's); start-up apart; over budget: more than 2x "
+                     "serial's samples")
     if any(not r.steady for r in ok):
         lines.append("~ one epoch only, no speed windows (an older result): its time includes "
                      "the warm-up epoch, so it is not steady state")

@@ -1,0 +1,78 @@
+"""Degraded training, for the quality gate's power: ``serial_flip`` trains on partly wrong labels.
+
+Usage (a test plugin, loaded like every plugin)::
+
+    PYTHONPATH=tests/plugins PARABENCH_PLUGINS=label_flip PARABENCH_FLIP_FRACTION=0.3 \\
+        parabench run --workload mlp --method serial,serial_flip --profile tiny --epochs 3
+
+``serial_flip`` is serial whose training labels are changed, once, before the first step:
+a seeded ``PARABENCH_FLIP_FRACTION`` (default 0.3) of the training samples each get another
+class, ``(y + r) mod C`` with ``r`` drawn from 1..C-1. It is real training on degraded data: the
+held-out set is untouched and no figure is edited, so its quality falls by what the flipped
+labels cost. Graded statistically (``parity = "statistical"``), it is the method the
+statistical verdict's stated power (``ok, blind <L``) is checked against: with no labels
+flipped it must pass, with enough flipped it must fail (``tests/test_label_flip.py``). The
+result's notes say how many labels were flipped (``flipped_labels``). Classification
+workloads only: a workload whose targets are not class indices is refused with the reason.
+
+The fraction is read from the environment, as ``slow_steps`` reads its slowdown: a method
+option would be part of the case's identity, and the point is the same case, degraded.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from parabench.config import RunConfig
+from parabench.method import Session
+from parabench.methods.serial import Serial
+from parabench.registry import methods
+from parabench.torch.local import SerialTorchSession
+from parabench.workload import TorchWorkload, Workload
+
+FRACTION_ENV = "PARABENCH_FLIP_FRACTION"
+DEFAULT_FRACTION = 0.3
+
+
+def flip_fraction() -> float:
+    fraction = float(os.environ.get(FRACTION_ENV) or DEFAULT_FRACTION)
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"{FRACTION_ENV} must be in [0, 1]; got {fraction}")
+    return fraction
+
+
+class FlipSession(SerialTorchSession):
+    """Serial, with a seeded fraction of its training labels moved to another class."""
+
+    def start(self) -> None:
+        import torch
+
+        super().start()
+        y = self.case.data.y  # the tensor the training loop indexes (flipped in place)
+        if y.dtype.is_floating_point or y.dim() != 1:
+            raise ValueError(f"serial_flip needs class labels; {self.workload.name}'s targets "
+                             f"are {y.dtype} of shape {tuple(y.shape)}")
+        classes = int(y.max()) + 1
+        n = len(y)
+        k = round(flip_fraction() * n) if classes > 1 else 0
+        g = torch.Generator().manual_seed(self.config.seed * 7919 + 17)
+        index = torch.randperm(n, generator=g)[:k].to(y.device)
+        shift = torch.randint(1, max(classes, 2), (k,), generator=g).to(y.device)
+        y[index] = (y[index] + shift.to(y.dtype)) % classes
+        self.notes["flipped_labels"] = k
+        self.notes["flip_fraction"] = flip_fraction()
+
+
+@methods.register
+class SerialFlip(Serial):
+    name: ClassVar[str] = "serial_flip"
+    description: ClassVar[str] = "serial on labels of which a fraction is flipped (test plugin)"
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    families: ClassVar[frozenset[str]] = frozenset({"torch"})
+    parity: ClassVar[str] = "statistical"
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        if not isinstance(workload, TorchWorkload):
+            raise TypeError(f"serial_flip cannot train {type(workload).__name__}")
+        return FlipSession(workload, config)
