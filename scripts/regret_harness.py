@@ -126,14 +126,22 @@ def judge(scenario: str, files: list[Path]) -> dict[str, Any]:
             "regret": got / medians[best] - 1 if medians[best] > 0 else float("inf"),
             "within_ci": got <= hi,
             "truth": {label(k): round(v, 4) for k, v in sorted(medians.items())},
-            "load": f"{min(x['load_before'] for x in loads)} .. "
-                    f"{max(x['load_after'] for x in loads)}",
+            "load": _load_span(loads),
             "dates": sorted({x["date"][:10] for x in loads})}
+
+
+def _load_span(loads: list[dict[str, Any]]) -> str:
+    """'0.52-1.10 -> 1.60-1.90': the 1-minute load before and after the seeds' runs."""
+    def span(key: str) -> str:
+        values = [float(x[key].split()[0]) for x in loads]
+        return f"{min(values):.2f}-{max(values):.2f}"
+
+    return f"{span('load_before')} -> {span('load_after')}"
 
 
 def table(rows: list[dict[str, Any]], command: str) -> str:
     lines = ["| scenario | seeds | answer (seed 0) | its median s | best (all seeds) | best s "
-             "(95% CI) | regret | within CI | load before .. after (1, 5, 15 min) |",
+             "(95% CI) | regret | within CI | load (1 min) before -> after |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['scenario']} | {r['seeds']} | {r['answer']} | {r['answer_s']:.3f} "
