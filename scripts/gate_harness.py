@@ -34,8 +34,9 @@ condition is recorded as ``load``, else ``quiet``).
 
 Every comparison appends one JSON line per case to ``OUT/gate_records.jsonl`` (mode,
 condition, slowdown, index, case, verdict, regressed, ratio, p, samples, seconds, load
-before/after, date, command, commit) and the table ``OUT/gate_table.md`` is rewritten from all records after each
-one, so a run can be stopped and resumed: comparisons already recorded are skipped.
+before/after, date, command, commit) and the table ``OUT/gate_table.md`` is rewritten from all
+records after each one, so a run can be stopped and resumed: comparisons already recorded are
+skipped.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shlex
 import statistics
 import subprocess
@@ -92,12 +91,6 @@ def measured_seconds(r: Any) -> float:
     return t.samples_to_target / r.samples_per_s
 
 
-def median_ci(values: list[float], rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(rounds))
-    return meds[int(0.025 * (rounds - 1))], meds[int(round(0.975 * (rounds - 1)))]
-
-
 def label(key: tuple) -> str:
     return f"{key[1]} {key[3]}x{key[7]}"
 
@@ -106,6 +99,7 @@ def judge(scenario: str, files: list[Path]) -> dict[str, Any]:
     """The answer from seed 0's run against the ground truth over every seed's."""
     from parabench.analysis.figures import group_key
     from parabench.analysis.recommend import recommend
+    from parabench.case.bootstrap import median_ci
     from parabench.case.result import read_results
 
     per_seed = [list(read_results(f)) for f in files]
@@ -116,7 +110,7 @@ def judge(scenario: str, files: list[Path]) -> dict[str, Any]:
             truth[group_key(r)].append(measured_seconds(r))
     medians = {k: statistics.median(v) for k, v in truth.items()}
     best = min(medians, key=lambda k: (medians[k], k))
-    lo, hi = median_ci(truth[best])
+    lo, hi = median_ci(truth[best]) or (medians[best], medians[best])  # needs 2 seeds
     answer = rec.best.key if rec is not None and rec.best is not None else None
     got = medians.get(answer, float("inf")) if answer else float("inf")
     loads = [json.loads(f.with_suffix(".done").read_text()) for f in files]

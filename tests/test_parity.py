@@ -324,8 +324,8 @@ def test_a_statistical_verdict_states_its_power_and_has_it(monkeypatch: pytest.M
     with the seed spread the verdict assumed (two seeds' worth of it)."""
     import random
 
-    from parabench.analysis.ratios import detectable_loss, parity_holds
     from parabench.analysis.parity_text import parity_text
+    from parabench.analysis.ratios import detectable_loss, parity_holds
 
     monkeypatch.setattr(spread, "table", lambda: TABLE)
     parity = assess(_result("fedavg", 0.79), [_result("serial", 0.80)])

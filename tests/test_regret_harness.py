@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from test_to_target import STATISTICAL, TRAJECTORY, result
 
 ROOT = Path(__file__).resolve().parents[1]

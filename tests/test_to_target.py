@@ -63,8 +63,8 @@ def test_more_samples_per_second_is_not_sooner_to_the_target() -> None:
     assert rec.target_mode and rec.best.method == "serial"
     assert [c.method for c in rec.unreached_faster] == ["fedavg"]
     text = "\n".join(describe(rec))
-    assert text.startswith("cnn on cpu (tiny): use serial with 1 worker, 2 threads, batch 64: reaches "
-                           "the target in 0.70s of training")
+    assert text.startswith("cnn on cpu (tiny): use serial with 1 worker, 2 threads, batch 64: "
+                           "reaches the target in 0.70s of training")
     assert "not recommended (to target): fedavg with 2 workers" in text
     assert "needs 2,880 samples, more than 2x serial's 1,408" in text
     assert "runner-up: ddp with 2 workers" in text and "derived" in text

@@ -71,9 +71,9 @@ from parabench.analysis.ratios import (  # the tolerances live with the arithmet
     MIN_STATISTICAL_TOLERANCE,
     SPREAD_FACTOR,
     baseline_of,
+    detectable_loss,
     is_baseline,
     parity_holds,
-    detectable_loss,
     parity_tolerance,
     quality_gap,
 )

@@ -56,9 +56,9 @@ from parabench.identity import (  # the baseline rule is the identity's; named h
 
 __all__ = ["BASELINE_METHOD", "EXACT_TOLERANCE", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR",
            "CaseKey", "Ratio", "Ratios", "baseline_label", "baseline_of", "baseline_threads",
-           "detectable_loss", "efficiency", "find_baseline", "is_baseline", "missing_hint", "parity_holds",
-           "parity_tolerance", "quality_gap", "quality_shortfall", "ratios", "scaling_efficiency",
-           "slowdown", "speedup", "throughput_speedup", "total_cores"]
+           "detectable_loss", "efficiency", "find_baseline", "is_baseline", "missing_hint",
+           "parity_holds", "parity_tolerance", "quality_gap", "quality_shortfall", "ratios",
+           "scaling_efficiency", "slowdown", "speedup", "throughput_speedup", "total_cores"]
 
 #: parity tolerance of methods computing the same mathematics as their baseline (see
 #: :mod:`parabench.analysis.parity` for why this much)

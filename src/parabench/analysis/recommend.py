@@ -58,7 +58,7 @@ from parabench.analysis.stats import (
     ratio_ci,
     throughput_samples,
 )
-from parabench.analysis.to_target import ToTarget, ToTargetSpeedup, speedup_to_target, to_target
+from parabench.analysis.to_target import ToTarget, speedup_to_target, to_target
 from parabench.case.result import Result
 
 __all__ = ["Candidate", "Recommendation", "baseline_for", "candidates", "describe", "group_key",
@@ -174,11 +174,11 @@ class Recommendation:
     testable: bool = False
     failed_faster: tuple[Candidate, ...] = ()
     unchecked_faster: tuple[Candidate, ...] = ()
-    #: time-to-target mode: the scope ranked by it; the best's figure against the baseline's;
-    #: a configuration sooner than the recommended serial but within noise; parity held but
-    #: the target was not reached in budget (faster by samples/s than the best)
+    #: time-to-target mode: the scope ranked by it (``speedup`` and its CI are then the
+    #: baseline's seconds over the best's); a configuration sooner than the recommended serial
+    #: but within noise; parity held but the target was not reached in budget (faster by
+    #: samples/s than the best)
     target_mode: bool = False
-    to_target_speedup: ToTargetSpeedup | None = None
     within_noise: Candidate | None = None
     unreached_faster: tuple[Candidate, ...] = ()
 
@@ -267,7 +267,7 @@ def _recommend_scope(scope: tuple[str, str, str], cands: list[Candidate]) -> Rec
         significant=p is not None and p < ALPHA, testable=bool(testable),
         failed_faster=tuple(c for c in faster if c.parity == "failed"),
         unchecked_faster=tuple(c for c in faster if c.parity == "unchecked"),
-        to_target_speedup=tt_speed, within_noise=passed,
+        within_noise=passed,
         unreached_faster=tuple(c for c in faster if c.parity in ("base", "ok")
                                and not c.qualifies),
     )

@@ -71,18 +71,16 @@ class ToTarget:
     ci: tuple[float, float] | None = None
     #: "derived" (serial's samples at this speed) or "measured" (its own samples)
     how: str = ""
-    #: the samples-to-target the seconds stand on (median), and serial's
+    #: the samples-to-target the seconds stand on (median)
     samples: float | None = None
-    serial_samples: float | None = None
     #: runs whose samples-to-target were used (serial's for a derived figure), and reached / ran
     runs: int = 0
     reached: int = 0
     ran: int = 0
     rate: float | None = None
     startup_s: float | None = None
-    #: variance of log(seconds), and the part of it from the speed alone
+    #: variance of log(seconds)
     log_var: float | None = None
-    rate_log_var: float | None = None
     df: float = 1.0
     #: the seconds stand on serial's pooled samples (derived, or serial itself)
     on_serial_samples: bool = False
@@ -185,14 +183,14 @@ def _one(c: object, serial: list[int]) -> ToTarget | None:
         seconds = ref / c.throughput
         return ToTarget(seconds=seconds, ci=_interval(seconds, log_var, df),
                         how="measured" if base else "derived", samples=ref,
-                        serial_samples=ref, runs=len(serial), on_serial_samples=True,
-                        log_var=log_var, rate_log_var=rate_var, df=df, **common)
+                        runs=len(serial), on_serial_samples=True, log_var=log_var,
+                        df=df, **common)
     if 2 * len(own) <= len(runs):
         epochs = max(t.epochs_run for t in runs)
         why = runs[0].reason if len(runs) == 1 and runs[0].reason else (
             f"not reached in {len(runs) - len(own)} of {len(runs)} run(s) within {epochs} "
             "epoch(s)")
-        return ToTarget(reason=why, serial_samples=ref, **common)
+        return ToTarget(reason=why, **common)
     samples = statistics.median(s for s, _ in own)
     seconds = statistics.median(s / rate for s, rate in own)
     log_var = _samples_log_var([s for s, _ in own]) + rate_var
@@ -201,8 +199,8 @@ def _one(c: object, serial: list[int]) -> ToTarget | None:
         reason = (f"needs {samples:,.0f} samples, more than {BUDGET:g}x serial's {ref:,.0f} "
                   "(the budget)")
     return ToTarget(seconds=seconds, ci=_interval(seconds, log_var, df), how="measured",
-                    samples=samples, serial_samples=ref, runs=len(own), log_var=log_var,
-                    rate_log_var=rate_var, df=df, reason=reason, **common)
+                    samples=samples, runs=len(own), log_var=log_var, df=df,
+                    reason=reason, **common)
 
 
 def to_target(cands: Sequence) -> dict[tuple, ToTarget]:
