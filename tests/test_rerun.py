@@ -166,7 +166,13 @@ def test_round_ratios_pair_the_sides_by_round(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_rerun_end_to_end_in_a_clone(tmp_path: Path) -> None:
-    """Two rounds of mlp/serial, tiny: HEAD against the clone's working tree."""
+    """Two rounds of mlp/serial, tiny: HEAD against the clone's working tree.
+
+    The same code on both sides: what is checked is the mechanics (schedule, files, worktree
+    removed, the verdict's lines), not the A/A verdict, which two rounds of 0.03 s epochs
+    cannot promise on a machine running the rest of the suite (CI once read 'SLOWER 21 %'
+    here, both rounds 0.83). A 90 % threshold keeps such noise from the exit code; the
+    gate's false-alarm rate is measured by scripts/gate_harness.py, not asserted here."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     out_dir = tmp_path / "rounds"
@@ -174,7 +180,7 @@ def test_rerun_end_to_end_in_a_clone(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "parabench", "compare", "--rerun", "HEAD", "--rounds", "2",
          "--workload", "mlp", "--method", "serial", "--profile", "tiny", "--epochs", "1",
-         "--out-dir", str(out_dir)],
+         "--threshold", "90%", "--out-dir", str(out_dir)],
         cwd=clone, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     for line in ("round 1/2 base", "round 1/2 new", "round 2/2 new", "round 2/2 base",

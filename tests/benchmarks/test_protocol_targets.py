@@ -10,7 +10,11 @@ Usage::
 * the mlp and cnn serial (1x1, 1x2) and ddp (2x1) cases' throughput CIs have a half-width
   (the larger side, as the table prints it) <= 5 % of the median;
 * ``parabench run`` with no options finishes in <= 10 minutes, every row with a throughput and
-  a parity status (``long``: it takes about 8 minutes).
+  a parity status, a statistical one with its power (``long``: it takes about 8 minutes);
+* the README's main job (its first ``parabench run`` line, read from README.md) gives the
+  time-to-target answer in <= 5 minutes: every configuration with a parity verdict (a
+  statistical one with its power) and a time to the target or the reason it has none
+  (``long``: about 2 minutes).
 
 Each runs ``python -m parabench run`` as a subprocess; ``benchmark.extra_info`` holds every
 figure with the load average before it. Plain ``pytest`` (smoke mode) runs one cheap case per
@@ -38,6 +42,8 @@ pytestmark = [pytest.mark.cpu, pytest.mark.torch, pytest.mark.slow]
 TINY_WALL_S = 15.0
 CI_HALF_PCT = 5.0
 DEFAULT_RUN_S = 600.0
+MAIN_JOB_S = 300.0
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(tmp_path: Path, *args: str, timeout: float = 900) -> tuple[list[Result], float]:
@@ -125,6 +131,41 @@ def test_the_default_run_takes_minutes(benchmark: Any, tmp_path: Path) -> None:
                                 load_before=before)
     assert ran and all(r.samples_per_s is not None and r.parity for r in ran)
     assert {r.parity.status for r in ran} <= {"ok", "not-applicable"}
+    assert all(r.parity.detectable_loss is not None for r in ran
+               if r.parity.kind == "statistical"), "a statistical verdict without its power"
     assert {r.workload for r in ran} == set(workloads.names())
     if not benchmark.disabled:
         assert out["wall"] <= DEFAULT_RUN_S, f"{out['wall']:.0f} s (load before {before:.2f})"
+
+
+def main_job() -> list[str]:
+    """The README's main job: the arguments of its first ``parabench run`` line."""
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("parabench run "):
+            return line.split()[2:]
+    raise AssertionError("README.md shows no parabench run command")
+
+
+@pytest.mark.long
+def test_the_main_job_answers_by_time_to_target_in_minutes(benchmark: Any,
+                                                          tmp_path: Path) -> None:
+    args = [a for a in main_job() if a not in ("--report", "report")]
+    assert "--target-quality" in args
+    before = load()
+    out: dict[str, Any] = {}
+
+    def once() -> None:
+        out["results"], out["wall"] = run_cli(tmp_path, *args, timeout=1800)
+
+    benchmark.pedantic(once, rounds=1, iterations=1, warmup_rounds=0)
+    ran = [r for r in out["results"] if r.status == "ok"]
+    benchmark.extra_info.update(wall_s=out["wall"], cases=len(out["results"]), ran=len(ran),
+                                load_before=before, load_after=load())
+    assert len(ran) == len(out["results"]) >= 10
+    for r in ran:
+        assert r.parity and r.time_to_target and r.time_to_target.target is not None
+        assert r.time_to_target.reached or r.time_to_target.reason
+        if r.parity.kind == "statistical":
+            assert r.parity.basis == "target" and r.parity.detectable_loss is not None
+    if not benchmark.disabled:
+        assert out["wall"] <= MAIN_JOB_S, f"{out['wall']:.0f} s (load before {before:.2f})"

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from parabench.case.records import Parity
 
-__all__ = ["parity_cell", "parity_text", "severity"]
+__all__ = ["blind_text", "parity_cell", "parity_text", "severity"]
 
 
 def _sci(x: float) -> str:
@@ -39,6 +39,8 @@ def severity(p: Parity) -> tuple[bool, float]:
         figure = max(_trajectory_share(p))
     elif basis == "predictions":
         figure = 0.0 if p.identical else float("inf")
+    elif basis == "target":
+        figure = 0.0 if p.status == "ok" else float("inf")
     else:
         figure = -float(p.gap or 0.0) / (tol if isinstance(tol, float) and tol else 1.0)
     return p.status == "failed", figure
@@ -48,8 +50,9 @@ def parity_text(p: Parity) -> str:
     """One verdict with its evidence: ``ok w 2e-7``, ``FAILED loss 3e-2 w 6e-3``, what else
     differed (``FAILED digest coverage``, ``FAILED final w 3e-2``, ``FAILED epoch 2 loss``,
     ``FAILED evaluation +0.016``), ``ok identical``, ``FAILED differs``, ``ok``,
-    ``FAILED -0.210`` (the quality gap); a statistical ``ok`` states its power: ``ok, blind
-    <0.54`` (a loss under 0.54 would pass more than 5 % of the time)."""
+    ``FAILED -0.210`` (the quality gap), ``FAILED not reached`` (time to target); a
+    statistical ``ok`` states its power: ``ok, blind <0.54`` (a loss under 0.54 would pass
+    more than 5 % of the time)."""
     ok = p.status == "ok"
     basis = p.basis or "quality"
     gap = p.gap or 0.0
@@ -72,9 +75,16 @@ def parity_text(p: Parity) -> str:
         if ok:
             return "ok identical"
         return "FAILED differs" if not p.identical else f"FAILED {gap:+.3f}"
+    if basis == "target" and not ok:
+        return "FAILED not reached"
     if ok and p.detectable_loss is not None:  # its power: what it could not have seen
-        return f"ok, blind <{p.detectable_loss:.2f}"
+        return f"ok, blind <{blind_text(p.detectable_loss)}"
     return "ok" if ok else f"FAILED {gap:+.3f}"
+
+
+def blind_text(loss: float) -> str:
+    """A stated detectable loss: two decimals, three significant digits under 0.1 (0.013)."""
+    return f"{loss:.2f}" if loss >= 0.1 else f"{loss:.2g}"
 
 
 def parity_cell(parities: Iterable[Parity | None]) -> str:

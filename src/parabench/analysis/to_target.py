@@ -95,7 +95,7 @@ class ToTarget:
         """The table's cell: '0.70s (1,408 samples derived, +2.2s start)'; 'not reached (10
         ep)'; '1.30s (2,880 samples, +2.1s start) over budget'."""
         if self.seconds is None:
-            epochs = re.search(r"within (\d+) epoch", self.reason)
+            epochs = re.search(r"(?:within|in) (\d+) epoch", self.reason)
             return f"not reached ({epochs.group(1)} ep)" if epochs else "not reached"
         start = f", +{self.startup_s:.1f}s start" if self.startup_s is not None else ""
         derived = " derived" if self.how == "derived" else ""

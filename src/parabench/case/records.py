@@ -143,8 +143,11 @@ class Parity(Record):
     spread: float | None = None
     spread_source: str | None = None
     #: statistical: the smallest loss of quality this verdict flags in 95 % of runs (its power;
-    #: :func:`parabench.analysis.ratios.detectable_loss`), in the tolerance's units
+    #: :func:`parabench.analysis.ratios.detectable_loss`, or for basis "target"
+    #: :func:`parabench.workloads.targets.reach_power`), in the tolerance's units
     detectable_loss: float | None = None
+    #: where ``detectable_loss`` comes from, in words (basis "target": serial's measured curves)
+    power_source: str | None = None
     samples_per_client: list[int] | None = None
     # basis "trajectory" (parabench.analysis.trajectory.compare_traces)
     trajectory_ok: bool | None = None

@@ -2,9 +2,11 @@
 
 Usage::
 
-    from parabench.workloads.targets import quality_target
+    from parabench.workloads.targets import quality_target, reach_power
     entry = quality_target("cnn", "tiny")   # TargetEntry, or None where nobody measured it
     entry.value, entry.source   # the target; "quality_targets.json: <command> (<date>), ..."
+    power = reach_power("cnn", "tiny", entry.value)   # ReachPower, or None
+    power.loss, power.sound, power.seeds   # the loss the reaching verdict flags 95 % of
 
 ``parabench run --target-quality`` (no value) trains each case until serial's reliable
 quality for its workload and profile: the 10th percentile over seeds (the 90th for a
@@ -14,6 +16,17 @@ live in ``quality_targets.json`` beside this module (shipped as package data), w
 ``scripts/quality_targets.py``, which records for every entry the per-seed figures and
 curves, the seeds, the epochs, the percentile and how it was computed, and the command and
 date that produced it (the figures themselves: ``docs/measurements.md``).
+
+The same curves give the power of time-to-target mode's quality verdict for a statistical
+method (:mod:`parabench.analysis.parity`: it passes when it reached the target, serial's
+mathematics or not). :func:`reach_power` takes each seed's best quality over its curve (the
+best a run can show) and states the smallest loss L the verdict misses at most 5 % of the
+time, on the model that a lossy method's curve is serial's shifted by L: L = the 95th
+percentile of those bests minus the target (for a lower-is-better metric, relative: target /
+5th percentile - 1), and how many of serial's seeds reached the target at all (a sound
+method's pass rate, as measured). A method whose curve is noisier than serial's can beat
+this by luck; ``scripts/quality_gate_power.py`` measures both rates on really degraded
+training.
 """
 
 from __future__ import annotations
@@ -22,6 +35,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from parabench.workloads.spread import entries
 
@@ -60,3 +75,39 @@ def quality_target(workload: str, profile: str) -> TargetEntry | None:
 def missing_reason(workload: str, profile: str) -> str:
     """What a default target says when :func:`quality_target` has nothing."""
     return f"no measured target for {workload} at {profile} (run {SCRIPT})"
+
+
+@dataclass(frozen=True)
+class ReachPower:
+    """The reaching verdict's power at one target: ``loss`` (absolute; relative for a
+    lower-is-better metric) it flags in 95 % of runs, on ``seeds`` of serial's measured curves
+    of ``epochs`` epochs, ``sound`` of which reached the target."""
+
+    loss: float
+    sound: int
+    seeds: int
+    epochs: int
+
+    def text(self) -> str:
+        return (f"a run losing {self.loss:.3g} of serial's best quality misses the target in "
+                f"95 % of runs; {self.sound} of serial's {self.seeds} measured seeds reached "
+                f"it within {self.epochs} epoch(s) ({TABLE.name})")
+
+
+def reach_power(workload: str, profile: str, target: float,
+                higher_is_better: bool = True) -> ReachPower | None:
+    """The power of "reached ``target``" for ``workload`` at ``profile``, from serial's measured
+    curves (see the module's docstring); None where nobody measured them."""
+    entry = table().get(workload, {}).get(profile)
+    curves = [[q for q in c if q is not None] for c in (entry or {}).get("curves") or []]
+    bests = [max(c) if higher_is_better else min(c) for c in curves if c]
+    if not bests:
+        return None
+    if higher_is_better:
+        loss = float(np.percentile(bests, 95)) - target
+        sound = sum(b >= target for b in bests)
+    else:
+        low = float(np.percentile(bests, 5))
+        loss = target / low - 1 if low > 0 else float("inf")
+        sound = sum(b <= target for b in bests)
+    return ReachPower(max(loss, 0.0), sound, len(bests), int(entry["epochs"]))
