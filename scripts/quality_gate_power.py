@@ -6,11 +6,12 @@ Usage::
     PYTHONPATH=src python scripts/quality_gate_power.py --workload mlp --seeds 2 \\
         --fractions 0.9 --scan-seeds 1 --no-fedavg --out /tmp/power
 
-In time-to-target mode a statistical method passes when it reaches serial's target
-(:func:`parabench.analysis.parity.reach_verdict`), and the table states the loss it is blind
-to (``ok, blind <L``, from serial's measured curves). This script checks both claims with the
-test plugin ``serial_flip`` (``tests/plugins/label_flip.py``: serial trained on a seeded
-fraction of wrong labels; real training, no figure edited):
+In time-to-target mode a statistical method is trained on past the target to the measured
+table's epoch budget and judged on its quality there against serial's over the table's seeds
+(:mod:`parabench.analysis.target_parity`), and the table states the loss it is blind to
+(``ok, blind <L``). This script checks both error rates with the test plugin
+``serial_flip`` (``tests/plugins/label_flip.py``: serial trained on a seeded fraction of
+wrong labels; real training, no figure edited):
 
 1. **scan**: for each ``--fractions`` value, smallest first, ``serial_flip`` trains the
    target table's epoch budget (``--epochs E``, 1 worker, 1 thread, as the table was
@@ -19,8 +20,10 @@ fraction of wrong labels; real training, no figure edited):
 2. **gate**: for every seed, ``parabench run --method serial,serial_flip --target-quality``
    (the measured default target) with no labels flipped (a sound method: it must pass) and
    at the lossy fraction (it must fail), as a user runs it; the verdict is read from the
-   results file. With fedavg (default), the real statistical method also runs, 2 clients,
-   to the same target: its pass rate is the false-fail rate users meet.
+   results file (with each run's converged quality and whether it reached the target, so the
+   reaching rule's rates can be read off the same runs). With fedavg (default), the real
+   statistical method also runs, 2 clients, to the same target: its pass rate is the
+   false-fail rate users meet.
 
 The rates (passes of the sound runs, failures of the lossy ones, over the seeds) and every
 run's verdict go to ``OUT/<workload>-<profile>.json`` and a table on stdout. Runs are kept
@@ -82,7 +85,7 @@ def scan(out: Path, workload: str, profile: str, entry: dict[str, Any],
             fraction), "serial_flip") for s in range(seeds)]
         loss = sign * (entry["median"] - statistics.median(values))
         rows.append({"fraction": fraction, "values": values, "loss": loss})
-        print(f"scan: {fraction:.0%} of labels flipped: {entry['epochs']} epochs -> median "
+        print(f"scan: {fraction:.1%} of labels flipped: {entry['epochs']} epochs -> median "
               f"{statistics.median(values):.4f}, {loss:+.4f} below serial's "
               f"{entry['median']:.4f}", flush=True)
         if loss >= drop:
@@ -93,8 +96,9 @@ def scan(out: Path, workload: str, profile: str, entry: dict[str, Any],
 def verdict(rows: list[dict[str, Any]], method: str) -> dict[str, Any]:
     (row,) = [r for r in rows if r["method"] == method and r["status"] == "ok"]
     p, t = row["parity"], row["time_to_target"]
-    return {"status": p["status"], "basis": p.get("basis"), "reached": t["reached"],
-            "best": t["best_quality"], "blind": p.get("detectable_loss"),
+    return {"status": p["status"], "basis": p.get("basis"), "differs": p.get("differs"),
+            "gap": p.get("gap"), "reached": t["reached"], "best": t["best_quality"],
+            "converged": t.get("converged_quality"), "blind": p.get("detectable_loss"),
             "quality": row["quality"]["value"]}
 
 
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="tiny")
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--scan-seeds", type=int, default=5)
-    p.add_argument("--fractions", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9")
+    p.add_argument("--fractions", default="0.1,0.125,0.15,0.175,0.2,0.3,0.4,0.5,0.6,0.8")
     p.add_argument("--drop", type=float, default=0.03)
     p.add_argument("--no-fedavg", dest="fedavg", action="store_false")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -145,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no fraction costs {args.drop} of serial's quality: nothing lossy to gate")
         return 1
     runs = gate(runs_dir, args.workload, args.profile, args.seeds, fraction, args.fedavg)
-    rates = {kind: {"passed": sum(r["status"] == "ok" for r in rs), "runs": len(rs)}
+    rates = {kind: {"passed": sum(r["status"] == "ok" for r in rs), "runs": len(rs),
+                    "reached": sum(bool(r["reached"]) for r in rs)}
              for kind, rs in runs.items() if rs}
     blind = {r["blind"] for rs in runs.values() for r in rs}
     record = {"workload": args.workload, "profile": args.profile, "target": entry["target"],
@@ -163,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.workload} at {args.profile}: target {entry['target']:.4f}, stated blind "
           f"<{', '.join(f'{b:.4f}' for b in record['stated_blind'])}")
     for kind, what in (("sound", "no labels flipped: passed"),
-                       ("lossy", f"{fraction:.0%} flipped (costs >= {args.drop}): failed"),
+                       ("lossy", f"{fraction:.1%} flipped (costs >= {args.drop}): failed"),
                        ("fedavg", "fedavg, 2 clients: passed")):
         if kind in rates:
             n, total = rates[kind]["passed"], rates[kind]["runs"]
             shown = total - n if kind == "lossy" else n
-            print(f"  {what} {shown}/{total}")
+            print(f"  {what} {shown}/{total} (reached the target: "
+                  f"{rates[kind]['reached']}/{total})")
     print(f"record: {path}")
     return 0
 

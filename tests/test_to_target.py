@@ -130,6 +130,11 @@ def test_the_table_ranks_and_stars_by_time_to_target() -> None:
     table = format_table(rows)
     flat = " ".join(table.replace("\n  ", " ").split())  # the legend wraps its lines
     assert "derived: serial's samples" in flat and "over budget: more than 2x" in flat
+    from parabench.sweep.site.html import _star_note  # the report page says the same
+
+    assert _star_note(rows).startswith("* soonest to the target")
+    plain = [r.__class__.from_dict({**r.to_dict(), "time_to_target": None}) for r in results]
+    assert _star_note(summarize(plain)).startswith("* fastest configuration")
 
 
 def test_without_the_mode_the_answer_is_by_samples_per_second() -> None:

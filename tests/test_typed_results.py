@@ -191,6 +191,7 @@ def test_parity_tolerance_is_the_one_assess_applies(epochs: int) -> None:
 #: the summary table's Row has its own ``extra`` (its display columns, not Result.extra)
 ROW_COLUMNS = {("analysis/summary.py", "TO_TARGET in r.extra"),
                ("sweep/report.py", "TO_TARGET in r.extra"),
+               ("sweep/site/html.py", "TO_TARGET in r.extra"),
                ("sweep/report.py", "r.extra.get(h, '-')"),
                ("sweep/site/html.py", "r.extra.get(h, '-')")}
 

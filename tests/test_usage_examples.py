@@ -146,6 +146,13 @@ SETUP: dict[str, str] = {
                                 "r.workers == 2]\n"
                                 "base = throughput_samples(earlier_serial_results)\n"
                                 "results = ddp",
+    "parabench.analysis.target_parity": (
+        "import dataclasses\nfrom parabench.case.records import TimeToTarget\n"
+        "ttt = TimeToTarget(target=0.98, reached=True, samples_to_target=1408, "
+        "converged_epochs=8, converged_quality=0.99)\n"
+        "result = dataclasses.replace(result, method='fedavg', profile='tiny', "
+        "time_to_target=ttt)\n"
+        "serial_result = dataclasses.replace(serial, profile='tiny', time_to_target=ttt)"),
     "parabench.analysis.parity_text": "repeats = [r for r in results if r.method == 'ddp']\n"
                                       "result = repeats[0]",
     "parabench.analysis.to_target": (

@@ -47,12 +47,12 @@ Parity fails when the method is worse than serial by more than the tolerance:
   and ``reason`` reads "no measured seed spread for X at Y: run scripts/seed_spread.py".
   Checked rather than not-applicable, because the failures it must catch (a run stuck at
   chance, a server that drops clients) are gaps of tenths that any plausible spread flags.
-* in time-to-target mode, a statistical method that ran to serial's target (and serial
-  reached it) is graded on whether it reached it too (``basis = "target"``,
-  :func:`reach_verdict`): the gap at the stop says little, as both stop just past the
-  target. Its power is stated from serial's measured curves (the loss it misses at most 5 %
-  of the time: :func:`~parabench.workloads.targets.reach_power`; cnn tiny about 0.013,
-  against 0.3-0.6 for one tiny epoch's gap), in ``power_source``.
+* in time-to-target mode, a statistical method is graded by
+  :mod:`parabench.analysis.target_parity` (``basis = "target"``): the gap at the stop says
+  little, as both sides stop just past the target. A case held past the target to the
+  measured table's budget is judged on its quality there against serial's over the table's
+  seeds, else on whether it reached the target; either states its power in
+  ``power_source``.
 * A method may grade a workload otherwise than its declared kind, by its
   ``Method.grading(workload, config)`` hook (e.g. ``"statistical"`` for a BatchNorm model
   under data parallelism, whose per-rank batch statistics are not serial's); the result
@@ -83,6 +83,7 @@ from parabench.analysis.ratios import (  # the tolerances live with the arithmet
     parity_tolerance,
     quality_gap,
 )
+from parabench.analysis.target_parity import target_verdict
 from parabench.analysis.trajectory import (
     EPOCH_LOSS_RTOL,
     compare_traces,
@@ -97,7 +98,6 @@ from parabench.identity import CaseId
 from parabench.identity import work_options as identity_work_options
 from parabench.registry import methods
 from parabench.workloads.spread import missing_reason, seed_spread
-from parabench.workloads.targets import reach_power
 
 __all__ = ["EXACT_TOLERANCE", "FALLBACK_SPREAD", "MIN_STATISTICAL_TOLERANCE", "SPREAD_FACTOR",
            "assess", "baseline_for", "parity_kind", "spread_for", "tolerance"]
@@ -231,7 +231,7 @@ def _assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | Non
     if kind == "statistical" and "spread" in spread:  # the verdict's power, stated
         out["detectable_loss"] = detectable_loss(tol, spread["spread"], q0, better_high)
     if kind == "statistical":  # time to target: did it reach serial's target at all?
-        out.update(reach_verdict(result, base) or {})
+        out.update(target_verdict(result, base) or {})
     if result.facts.samples_per_client is not None:  # fedavg: the equal-work figure, shown
         out["samples_per_client"] = result.facts.samples_per_client
     evidence = exact_evidence(result, base) if kind == "exact" else None
@@ -251,7 +251,8 @@ def trained_epochs(result: Result) -> float:
     """The epochs ``result`` trained: fractional where time to target stopped it between the
     parts of an epoch (its last ``loss`` is then that partial epoch's)."""
     ttt = result.time_to_target
-    if ttt is not None and ttt.reached and ttt.epochs_to_target is not None:
+    if (ttt is not None and ttt.reached and ttt.epochs_to_target is not None
+            and ttt.converged_epochs is None):  # trained on past it: whole epochs
         return ttt.epochs_to_target
     return float(len(result.loss) or result.epochs)
 
@@ -320,31 +321,6 @@ def _whole_run(result: Result, base: Result, evidence: dict[str, Any], gap: floa
         return {**out, "status": "failed", "differs": f"quality {gap:+.3f}", "reason": (
             "training matches serial's first steps but the held-out quality does "
             "not: the method's evaluation differs (or training diverged later)")}
-    return out
-
-
-def reach_verdict(result: Result, base: Result) -> dict[str, Any] | None:
-    """Time-to-target mode's verdict for a statistical method: ok when it reached the target
-    serial reached, failed when it did not within its epochs, with the power from serial's
-    measured curves (:func:`~parabench.workloads.targets.reach_power`; None where unmeasured).
-    None (the quality gap decides) unless both sides ran to the same target and serial got
-    there."""
-    mine, theirs = result.time_to_target, base.time_to_target
-    if (mine is None or theirs is None or mine.target is None or not theirs.reached
-            or mine.target != theirs.target or mine.higher_is_better != theirs.higher_is_better):
-        return None
-    power = reach_power(result.workload, result.profile, mine.target, mine.higher_is_better)
-    out: dict[str, Any] = {
-        "basis": "target", "status": "ok" if mine.reached else "failed",
-        "detectable_loss": power.loss if power else None,
-        "power_source": power.text() if power else (
-            f"no measured curves for {result.workload} at {result.profile}: power unknown")}
-    if not mine.reached:
-        best = "" if mine.best_quality is None else f" (its best {mine.best_quality:.4g})"
-        out.update(differs="not reached", reason=(
-            f"did not reach serial's target {mine.target:.4g} within {mine.epochs_run} "
-            f"epoch(s){best}; serial reached it after {theirs.samples_to_target or 0:,} "
-            f"samples"))
     return out
 
 

@@ -50,9 +50,9 @@ def parity_text(p: Parity) -> str:
     """One verdict with its evidence: ``ok w 2e-7``, ``FAILED loss 3e-2 w 6e-3``, what else
     differed (``FAILED digest coverage``, ``FAILED final w 3e-2``, ``FAILED epoch 2 loss``,
     ``FAILED evaluation +0.016``), ``ok identical``, ``FAILED differs``, ``ok``,
-    ``FAILED -0.210`` (the quality gap), ``FAILED not reached`` (time to target); a
-    statistical ``ok`` states its power: ``ok, blind <0.54`` (a loss under 0.54 would pass
-    more than 5 % of the time)."""
+    ``FAILED -0.210`` (the quality gap), ``FAILED not reached``, ``FAILED converged -0.046``
+    (time to target); a statistical ``ok`` states its power: ``ok, blind <0.54`` (a loss
+    under 0.54 would pass more than 5 % of the time)."""
     ok = p.status == "ok"
     basis = p.basis or "quality"
     gap = p.gap or 0.0
@@ -76,7 +76,7 @@ def parity_text(p: Parity) -> str:
             return "ok identical"
         return "FAILED differs" if not p.identical else f"FAILED {gap:+.3f}"
     if basis == "target" and not ok:
-        return "FAILED not reached"
+        return f"FAILED {p.differs or 'not reached'}"
     if ok and p.detectable_loss is not None:  # its power: what it could not have seen
         return f"ok, blind <{blind_text(p.detectable_loss)}"
     return "ok" if ok else f"FAILED {gap:+.3f}"

@@ -109,6 +109,10 @@ class TimeToTarget(Record):
     best_quality: float | None = None
     stopped_early: bool = False
     reason: str = ""
+    #: a statistical method trains on past the target to the measured table's epoch budget
+    #: (the converged check: :mod:`parabench.analysis.target_parity`); its quality after that epoch
+    converged_epochs: int | None = None
+    converged_quality: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -154,7 +154,22 @@ def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:
                          higher_is_better=workload.quality.higher_is_better,
                          epochs_improve=workload.epochs_improve,
                          source=target_source(config.target_quality, workload,
-                                              config.profile))
+                                              config.profile),
+                         hold_epochs=hold_epochs(workload, config))
+
+
+def hold_epochs(workload: Workload, config: RunConfig) -> int | None:
+    """The epochs a statistical method trains to, past the target, for the converged check:
+    the measured table's budget (:func:`~parabench.workloads.targets.quality_target`), when
+    the case may train that long (``--max-epochs``) and its epochs can improve; else None."""
+    from parabench.registry import methods
+
+    if not workload.epochs_improve or config.method not in methods:
+        return None
+    if methods.get(config.method).grading(workload, config).kind != "statistical":
+        return None
+    entry = quality_target(workload.name, config.profile)
+    return entry.epochs if entry is not None and entry.epochs <= config.epochs else None
 
 
 @dataclass(kw_only=True)
@@ -186,6 +201,8 @@ class TargetTracker:
     every_samples: int | None = None
     resolution: str = ""
     position: tuple[int, int, int] = (0, 0, 1)
+    #: train on past the target to this epoch (:func:`hold_epochs`); None: stop at the target
+    hold_epochs: int | None = None
 
     def after_part(self, session: Session, stats: EpochStats, epoch: int, part: int,
                    parts: int) -> bool:
@@ -217,8 +234,11 @@ class TargetTracker:
 
     @property
     def stop(self) -> bool:
-        """Whether training stops: the target was reached, or more epochs cannot help."""
-        return self.reached_eval is not None or (not self.epochs_improve and bool(self.evals))
+        """Whether training stops: the target was reached (and the held epochs are done),
+        or more epochs cannot help."""
+        if self.reached_eval is not None:
+            return self.hold_epochs is None or len(self.qualities) >= self.hold_epochs
+        return not self.epochs_improve and bool(self.evals)
 
     def status_line(self) -> str:
         """One progress line about the evaluation just made (:data:`QUALITY_LINE`)."""
@@ -229,6 +249,9 @@ class TargetTracker:
         line = (f"quality {shown}, target {self.target:g} {at} ({self.samples} samples, "
                 f"{self.train_s:.6f}s training)")
         if self.reached_eval is not None and self.reached_eval == len(self.evals) - 1:
+            if self.hold_epochs is not None and not self.stop:
+                return (f"{line}: reached; training on to epoch {self.hold_epochs} for the "
+                        f"converged check")
             return f"{line}: reached, stopping early"
         if not self.epochs_improve:
             return f"{line}: not reached, and every epoch refits the same model: stopping"
@@ -264,6 +287,10 @@ class TargetTracker:
             "stopped_early": False,
             "reason": "",
         }
+        if self.hold_epochs is not None:
+            held = self.qualities[:self.hold_epochs]
+            out["converged_epochs"] = self.hold_epochs
+            out["converged_quality"] = held[-1] if len(held) == self.hold_epochs else None
         if hit is not None:
             out["stopped_early"] = hit[0] < max_epochs
         elif not self.epochs_improve and self.evals:

@@ -248,9 +248,11 @@ def legend(rows: list[Row]) -> list[str]:
                      f"{RSS_MARK}: RSS sum, PSS unreadable or not recorded (shared pages "
                      "counted per process)")
     if any("blind <" in r.parity for r in ok) and any(TO_TARGET in r.extra for r in ok):
-        lines.append("ok, blind <L: a statistical verdict, here whether the run reached "
-                     "serial's target; one losing L or more of serial's best quality misses it "
-                     "in 95 % of runs (serial's measured seeds), a smaller loss may pass")
+        lines.append("ok, blind <L: a statistical verdict flags 95 % of runs that lose L or "
+                     "more, and may pass a smaller loss; with 'to target' it is trained on to "
+                     "the measured target's epoch budget and judged there against serial's "
+                     "measured seeds (the converged check; without that budget: whether the "
+                     "run reached the target)")
     elif any("blind <" in r.parity for r in ok):
         lines.append("ok, blind <L: a statistical verdict (held-out quality against serial's "
                      "seed spread) flags 95 % of runs that lose L or more, and may pass a "

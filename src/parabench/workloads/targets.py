@@ -7,6 +7,8 @@ Usage::
     entry.value, entry.source   # the target; "quality_targets.json: <command> (<date>), ..."
     power = reach_power("cnn", "tiny", entry.value)   # ReachPower, or None
     power.loss, power.sound, power.seeds   # the loss the reaching verdict flags 95 % of
+    ref = converged_reference("cnn", "tiny")   # serial's quality after the budget, or None
+    ref.median, ref.std, ref.seeds, ref.epochs
 
 ``parabench run --target-quality`` (no value) trains each case until serial's reliable
 quality for its workload and profile: the 10th percentile over seeds (the 90th for a
@@ -17,16 +19,20 @@ live in ``quality_targets.json`` beside this module (shipped as package data), w
 curves, the seeds, the epochs, the percentile and how it was computed, and the command and
 date that produced it (the figures themselves: ``docs/measurements.md``).
 
-The same curves give the power of time-to-target mode's quality verdict for a statistical
-method (:mod:`parabench.analysis.parity`: it passes when it reached the target, serial's
-mathematics or not). :func:`reach_power` takes each seed's best quality over its curve (the
-best a run can show) and states the smallest loss L the verdict misses at most 5 % of the
-time, on the model that a lossy method's curve is serial's shifted by L: L = the 95th
-percentile of those bests minus the target (for a lower-is-better metric, relative: target /
-5th percentile - 1), and how many of serial's seeds reached the target at all (a sound
-method's pass rate, as measured). A method whose curve is noisier than serial's can beat
-this by luck; ``scripts/quality_gate_power.py`` measures both rates on really degraded
-training.
+The same entries are time-to-target mode's quality reference for a statistical method
+(:mod:`parabench.analysis.target_parity`). Such a case trains on past the target to the
+entry's epoch budget, and its quality there is judged against serial's at that budget over
+the table's seeds (:func:`converged_reference`: median and standard deviation): a run can
+touch the target at one lucky evaluation of a noisy plateau, its converged quality cannot
+hide a loss that way. Where the case could not train that long, the verdict is whether it
+reached the target at all, its power from the curves: :func:`reach_power` takes each seed's
+best quality over its curve (the best a run can show) and states the smallest loss L the
+verdict misses at most 5 % of the time, on the model that a lossy method's curve is
+serial's shifted by L: L = the 95th percentile of those bests minus the target (for a
+lower-is-better metric, relative: target / 5th percentile - 1), and how many of serial's
+seeds reached the target at all (a sound method's pass rate, as measured). A method whose
+curve is noisier than serial's can beat this by luck; ``scripts/quality_gate_power.py``
+measures the verdict's rates on really degraded training.
 """
 
 from __future__ import annotations
@@ -111,3 +117,28 @@ def reach_power(workload: str, profile: str, target: float,
         loss = target / low - 1 if low > 0 else float("inf")
         sound = sum(b <= target for b in bests)
     return ReachPower(max(loss, 0.0), sound, len(bests), int(entry["epochs"]))
+
+
+@dataclass(frozen=True)
+class ConvergedReference:
+    """Serial's quality after the table's ``epochs`` over ``seeds``: ``median`` and ``std``
+    (the sample standard deviation), and where they come from (``source``)."""
+
+    median: float
+    std: float
+    seeds: int
+    epochs: int
+    source: str
+
+
+def converged_reference(workload: str, profile: str) -> ConvergedReference | None:
+    """Serial's converged quality of ``workload`` at ``profile`` (the table's per-seed
+    ``values``); None where nobody measured it."""
+    entry = table().get(workload, {}).get(profile)
+    values = [v for v in (entry or {}).get("values") or [] if v is not None]
+    if len(values) < 2:
+        return None
+    source = (f"{TABLE.name}: serial after {entry['epochs']} epoch(s) over {len(values)} "
+              f"seeds; {entry['command']} ({entry['date']})")
+    return ConvergedReference(float(np.median(values)), float(np.std(values, ddof=1)),
+                              len(values), int(entry["epochs"]), source)

@@ -1,0 +1,99 @@
+"""Time-to-target mode's quality verdicts for a statistical method (``basis = "target"``).
+
+Usage::
+
+    verdict = target_verdict(result, serial_result)   # a parity dict, or None
+    verdict["status"], verdict["detectable_loss"], verdict["power_source"]
+
+A statistical method (fedavg, histogram forests, ...) runs another algorithm than serial, so
+its quality is judged, not proven. In time-to-target mode the quality gap at the stop says
+little (both sides stop just past the target), so :mod:`parabench.analysis.parity` asks this
+module instead:
+
+* **converged** (:func:`converged_verdict`): the case trained on past the target to the
+  measured table's epoch budget (:func:`parabench.case.target.hold_epochs`); its quality
+  there must be within :data:`~parabench.analysis.ratios.SPREAD_FACTOR` x serial's seed
+  spread at that budget of serial's median (both from ``quality_targets.json``:
+  :func:`~parabench.workloads.targets.converged_reference`). Converged quality varies far
+  less over seeds than an early epoch's, so this verdict sees small losses; its power (the
+  loss it flags in 95 % of runs) is stated. ``differs`` reads ``converged -0.046``.
+* **reached** (:func:`reach_verdict`), where the case could not be held (``--max-epochs``
+  under the budget, no table entry): ok when it reached the target serial reached. A run can
+  touch the target at one lucky evaluation of a noisy plateau, so it is blinder: its power
+  comes from serial's curves (:func:`~parabench.workloads.targets.reach_power`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parabench.analysis.ratios import (
+    SPREAD_FACTOR,
+    detectable_loss,
+    parity_holds,
+    parity_tolerance,
+    quality_gap,
+)
+from parabench.case.result import Result
+from parabench.workloads.targets import converged_reference, reach_power
+
+__all__ = ["converged_verdict", "reach_verdict", "target_verdict"]
+
+
+def target_verdict(result: Result, base: Result) -> dict[str, Any] | None:
+    """The verdict of a statistical ``result`` in time-to-target mode against its baseline run
+    ``base``: :func:`converged_verdict` where the run was held past the target, else
+    :func:`reach_verdict`; None (the quality gap at the stop decides) where neither applies."""
+    return converged_verdict(result) or reach_verdict(result, base)
+
+
+def reach_verdict(result: Result, base: Result) -> dict[str, Any] | None:
+    """Ok when ``result`` reached the target serial reached, failed when it did not within its
+    epochs, with the power from serial's measured curves
+    (:func:`~parabench.workloads.targets.reach_power`; None where unmeasured). None unless
+    both sides ran to the same target and serial got there."""
+    mine, theirs = result.time_to_target, base.time_to_target
+    if (mine is None or theirs is None or mine.target is None or not theirs.reached
+            or mine.target != theirs.target or mine.higher_is_better != theirs.higher_is_better):
+        return None
+    power = reach_power(result.workload, result.profile, mine.target, mine.higher_is_better)
+    out: dict[str, Any] = {
+        "basis": "target", "status": "ok" if mine.reached else "failed",
+        "detectable_loss": power.loss if power else None,
+        "power_source": power.text() if power else (
+            f"no measured curves for {result.workload} at {result.profile}: power unknown")}
+    if not mine.reached:
+        best = "" if mine.best_quality is None else f" (its best {mine.best_quality:.4g})"
+        out.update(differs="not reached", reason=(
+            f"did not reach serial's target {mine.target:.4g} within {mine.epochs_run} "
+            f"epoch(s){best}; serial reached it after {theirs.samples_to_target or 0:,} "
+            f"samples"))
+    return out
+
+
+def converged_verdict(result: Result) -> dict[str, Any] | None:
+    """A statistical run held past the target (``time_to_target.converged_quality``): its
+    quality after the table's epochs against serial's there (median over the table's seeds),
+    within :data:`SPREAD_FACTOR` of their spread; the power is one run against that median."""
+    ttt = result.time_to_target
+    ref = converged_reference(result.workload, result.profile)
+    if ttt is None or ttt.converged_quality is None or ref is None:
+        return None
+    hib = ttt.higher_is_better
+    spread = ref.std if hib else ref.std / abs(ref.median)
+    tol = parity_tolerance("statistical", ref.median, hib, spread)
+    gap = quality_gap(ttt.converged_quality, ref.median, hib)
+    loss = detectable_loss(tol, spread, ref.median, hib, reference_runs=ref.seeds)
+    out: dict[str, Any] = {
+        "basis": "target", "status": "ok" if parity_holds(gap, tol) else "failed",
+        "gap": gap, "tolerance": tol, "baseline_quality": ref.median, "spread": spread,
+        "spread_source": ref.source, "detectable_loss": loss,
+        "power_source": (f"its quality after {ref.epochs} epoch(s) against serial's median "
+                         f"there over {ref.seeds} seeds, within {SPREAD_FACTOR:g}x their "
+                         f"spread: a run losing {loss:.3g} fails 95 % of the time")}
+    if out["status"] == "failed":
+        out.update(differs=f"converged {gap:+.3f}", reason=(
+            f"after {ref.epochs} epoch(s) its quality {ttt.converged_quality:.4g} is "
+            f"{-gap:.4g} below serial's median {ref.median:.4g} ({ref.seeds} seeds), more "
+            f"than the tolerance {tol:.3g} ({SPREAD_FACTOR:g}x serial's spread)"))
+    return out
