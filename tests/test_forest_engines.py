@@ -9,8 +9,13 @@ the ``tiny`` profile with 2 workers.
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -332,3 +337,19 @@ def test_spark_forest_reaches_serial_quality_on_loopback(
     assert_nothing_left(before, engines)
     assert quality >= float(np.mean(accs)) - margin, (quality, accs)
     assert methods.get("spark").parity == "statistical"
+
+
+def test_processes_with_one_worker_runs_in_the_case_and_closes_without_killing_it(
+        tmp_path: Path) -> None:
+    """joblib runs n_jobs=1 in the case's own process: close() once SIGKILLed that process,
+    as a 'worker', after every fit ('killed by SIGKILL from outside the case', every seed of
+    the regret harness's random_forest-2 scenario). Through the CLI, as a user runs it."""
+    out = tmp_path / "one.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "parabench", "run", "--workload", "random_forest", "--method",
+         "processes", "--workers", "1", "--threads", "2", "--profile", "tiny", "--epochs", "1",
+         "--out", str(out)], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PARABENCH_WINDOWS": "2", "PARABENCH_WINDOW_S": "0.05"})
+    [row] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["status"] == "ok", row["reason"] + done.stderr[-2000:]
+    assert row["extra"]["worker_pids"] == []  # no worker process: the fit ran in the case

@@ -7,13 +7,16 @@ Usage (declared in :mod:`parabench.methods.forest_joblib`)::
 ``ThreadsSession`` fits with joblib's threading backend and ``n_jobs = workers`` (tree
 building releases the GIL); ``ProcessesSession`` with the loky backend, whose worker processes
 are started once in ``start()`` and reused by every fit (loky's reusable executor), and shut
-down in ``close()``. A loky worker that dies between fits fails the case. Both give predictions
+down in ``close()``. A loky worker that dies between fits fails the case. With one worker
+joblib runs the fit in the case's own process (``n_jobs=1``): there is no worker process.
+Both give predictions
 identical to ``serial`` for the same ``random_state``: every tree's seed is drawn in ``fit``
 before any work is dispatched.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import AbstractContextManager
 from typing import Any
@@ -52,7 +55,10 @@ class ProcessesSession(ForestSession):
         # import the tree code there: otherwise the first fit pays seconds of imports.
         with self.fit_context():
             pids = Parallel()(delayed(_warm_worker)(0.2) for _ in range(self.n_jobs))
-        self.worker_pids = {pid: psutil.Process(pid).create_time() for pid in set(pids)}
+        # n_jobs=1: joblib runs the tasks in this process, so there is no worker to watch (or
+        # to kill in close(): that was the case killing itself, SIGKILL, after its result)
+        self.worker_pids = {pid: psutil.Process(pid).create_time()
+                            for pid in set(pids) - {os.getpid()}}
         self.notes["worker_pids"] = sorted(self.worker_pids)
 
     def fit(self, data: Dataset) -> Any:
@@ -83,8 +89,6 @@ class ProcessesSession(ForestSession):
 
 def _warm_worker(seconds: float) -> int:
     """Import what a tree-building task needs; linger so that every worker gets one task."""
-    import os
-
     import sklearn.ensemble  # noqa: F401
 
     time.sleep(seconds)
