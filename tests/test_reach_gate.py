@@ -130,6 +130,38 @@ def test_a_held_tracker_keeps_the_first_crossing_and_stops_after_the_budget() ->
     assert out["best_quality"] == 0.95 and out["stopped_early"]
 
 
+def test_a_held_run_is_evaluated_at_epoch_ends_only_once_past_the_target() -> None:
+    """Past the target nothing but the epoch's end is judged: the mid-epoch evaluations are
+    skipped (their samples still counted), and so are their progress lines."""
+    from types import SimpleNamespace
+
+    from parabench.method import EpochStats
+
+    curve = iter([0.5, 0.95, 0.8, 0.85, 0.87])  # reached at epoch 1, part 2 of 4
+    calls: list[float] = []
+
+    def evaluate() -> float:
+        calls.append(value := next(curve))
+        return value
+
+    session = SimpleNamespace(evaluate=evaluate, samples_per_epoch=400)
+    tracker = TargetTracker(target=0.9, higher_is_better=True, hold_epochs=2)
+    lines, stops = [], []
+    for epoch in range(2):
+        for part in range(4):
+            stops.append(tracker.after_part(session, EpochStats(seconds=1.0, loss=0.1,
+                                                                samples=100), epoch, part, 4))
+            lines.append(tracker.status_line())
+    assert len(calls) == 4  # parts 1, 2 and the two epoch ends; not the 4 parts after them
+    assert stops == [False] * 7 + [True]
+    assert [bool(line) for line in lines] == [True, True, False, True, False, False, False,
+                                              True]
+    out = tracker.summary([4.0, 4.0], 1.0, 10)
+    assert out["samples_to_target"] == 200 and out["converged_quality"] == 0.85
+    assert tracker.samples == 800 and tracker.train_s == 8.0  # every part's, evaluated or not
+    assert "at epoch 2 part 4/4 (800 samples" in lines[-1]
+
+
 def test_the_stated_loss_is_what_serials_curves_miss() -> None:
     """Independently of reach_power: each seed's best from the shipped curves, shifted down by
     the stated loss, misses the target in at least 9 of 10 seeds (the 95th percentile of 10),

@@ -251,9 +251,8 @@ def trained_epochs(result: Result) -> float:
     """The epochs ``result`` trained: fractional where time to target stopped it between the
     parts of an epoch (its last ``loss`` is then that partial epoch's)."""
     ttt = result.time_to_target
-    if (ttt is not None and ttt.reached and ttt.epochs_to_target is not None
-            and ttt.converged_epochs is None):  # trained on past it: whole epochs
-        return ttt.epochs_to_target
+    if ttt is not None and ttt.stopped_at is not None:
+        return ttt.stopped_at
     return float(len(result.loss) or result.epochs)
 
 

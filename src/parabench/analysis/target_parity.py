@@ -86,7 +86,8 @@ def converged_verdict(result: Result) -> dict[str, Any] | None:
     loss = detectable_loss(tol, spread, ref.median, hib, reference_runs=ref.seeds)
     out: dict[str, Any] = {
         "basis": "target", "status": "ok" if parity_holds(gap, tol) else "failed",
-        "gap": gap, "tolerance": tol, "baseline_quality": ref.median, "spread": spread,
+        "gap": gap, "tolerance": tol, "baseline": f"serial, {ref.seeds} seeds ({ref.source})",
+        "baseline_quality": ref.median, "spread": spread,
         "spread_source": ref.source, "detectable_loss": loss,
         "power_source": (f"its quality after {ref.epochs} epoch(s) against serial's median "
                          f"there over {ref.seeds} seeds, within {SPREAD_FACTOR:g}x their "

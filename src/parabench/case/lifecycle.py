@@ -186,7 +186,8 @@ class CaseLifecycle:
         def between(stats: EpochStats, epoch: int, part: int, parts: int) -> bool:
             assert tracker is not None  # held-out quality, evaluated off the training clock
             stop = tracker.after_part(session, stats, epoch, part, parts)
-            say(tracker.status_line())
+            if line := tracker.status_line():
+                say(line)
             return stop
 
         cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()

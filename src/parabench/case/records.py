@@ -114,6 +114,15 @@ class TimeToTarget(Record):
     converged_epochs: int | None = None
     converged_quality: float | None = None
 
+    @property
+    def stopped_at(self) -> float | None:
+        """The epochs trained when training stopped at the target (fractional where that was
+        between the parts of an epoch); None where it did not stop there (not reached, or
+        held past it to whole epochs)."""
+        if self.reached and self.converged_epochs is None:
+            return self.epochs_to_target
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Energy(Record):
@@ -147,10 +156,10 @@ class Parity(Record):
     spread: float | None = None
     spread_source: str | None = None
     #: statistical: the smallest loss of quality this verdict flags in 95 % of runs (its power;
-    #: :func:`parabench.analysis.ratios.detectable_loss`, or for basis "target"
-    #: :func:`parabench.workloads.targets.reach_power`), in the tolerance's units
+    #: :func:`parabench.analysis.ratios.detectable_loss`; for basis "target" see
+    #: :mod:`parabench.analysis.target_parity`), in the tolerance's units
     detectable_loss: float | None = None
-    #: where ``detectable_loss`` comes from, in words (basis "target": serial's measured curves)
+    #: where ``detectable_loss`` comes from, in words (basis "target": the shipped table)
     power_source: str | None = None
     samples_per_client: list[int] | None = None
     # basis "trajectory" (parabench.analysis.trajectory.compare_traces)

@@ -173,8 +173,7 @@ class Result:
     def cut_short(self) -> bool:
         """Whether time to target stopped the last epoch between its parts."""
         ttt = self.time_to_target
-        return bool(ttt is not None and ttt.reached and ttt.converged_epochs is None
-                    and (ttt.epochs_to_target or 0) % 1)
+        return bool(ttt is not None and (ttt.stopped_at or 0) % 1)
 
     @property
     def peak_mb(self) -> float | None:

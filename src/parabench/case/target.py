@@ -203,11 +203,19 @@ class TargetTracker:
     position: tuple[int, int, int] = (0, 0, 1)
     #: train on past the target to this epoch (:func:`hold_epochs`); None: stop at the target
     hold_epochs: int | None = None
+    #: whether the last part was evaluated (a held run past the target skips mid-epoch ones)
+    evaluated: bool = True
 
     def after_part(self, session: Session, stats: EpochStats, epoch: int, part: int,
                    parts: int) -> bool:
         """Evaluate once after part ``part`` of ``parts`` of ``epoch`` (0-based), which
-        trained ``stats`` (timed apart); True when training should stop here."""
+        trained ``stats`` (timed apart); True when training should stop here. A run held
+        past the target is evaluated at its epochs' ends only: nothing else is judged."""
+        self.evaluated = not (self.reached_eval is not None and part < parts - 1)
+        if not self.evaluated:
+            self.samples += stats.samples
+            self.train_s += stats.seconds
+            return False
         cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         value = session.evaluate()
         self.eval_s.append(watch.seconds())
@@ -241,7 +249,10 @@ class TargetTracker:
         return not self.epochs_improve and bool(self.evals)
 
     def status_line(self) -> str:
-        """One progress line about the evaluation just made (:data:`QUALITY_LINE`)."""
+        """One progress line about the evaluation just made (:data:`QUALITY_LINE`); "" when
+        the last part was not evaluated."""
+        if not self.evaluated:
+            return ""
         value = self.evals[-1][3] if self.evals else None
         shown = "none" if value is None else f"{value:.6g}"
         epoch, part, parts = self.position
