@@ -86,8 +86,8 @@ def test_one_tiny_epoch_of_the_autoencoder_reconstructs_better_than_untrained() 
 @pytest.mark.cuda
 @pytest.mark.parametrize("name", DL)
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_one_tiny_epoch_on_cuda_learns_too(name: str, precision: str) -> None:
-    r = run(name, device="cuda", precision=precision)
+def test_a_tiny_run_on_cuda_learns_too(name: str, precision: str) -> None:
+    r = run(name, epochs=TINY_EPOCHS.get(name, 1), device="cuda", precision=precision)
     if name == "conv_autoencoder":
         assert r.quality.value < 0.75 * untrained_mse(name)
     elif name == "seq2seq":

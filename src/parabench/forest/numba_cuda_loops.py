@@ -14,7 +14,16 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda
+import numpy as np
+
+# numba-cuda 0.30.x registers a CUDA overload of ``np.row_stack`` on first kernel launch, and
+# numpy 2.5 removed that alias of ``np.vstack``: every launch then raises AttributeError
+# (NVIDIA/numba-cuda#907, which its maintainers will not fix). Restoring the alias, exactly
+# what numpy < 2.5 had, lets the kernels launch; nothing here calls it.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
+
+from numba import cuda  # noqa: E402  (after the alias above)
 
 THREADS_1D = 256
 THREADS_2D = (64, 4)

@@ -109,8 +109,10 @@ def flops_per_sample(
 
     Counted in eval mode on a small probe batch (no dropout RNG drawn, no batch-norm
     statistics updated, no optimizer step), then gradients are cleared: training that follows
-    is unchanged. Ops without a FLOP formula (embedding lookups, fused RNN kernels) count as
-    zero, so for ``nbow`` / ``seq2seq`` this is a lower bound; None when nothing was counted.
+    is unchanged. cuDNN is off for the probe: its RNN kernels refuse a backward pass in eval
+    mode, and the counter counts the same ops either way. Ops without a FLOP formula
+    (embedding lookups, fused RNN kernels) count as zero, so for ``nbow`` / ``seq2seq`` this
+    is a lower bound; None when nothing was counted.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -120,7 +122,7 @@ def flops_per_sample(
     was_training = model.training
     model.eval()
     counter = FlopCounterMode(display=False)
-    with counter:
+    with counter, torch.backends.cudnn.flags(enabled=False):
         loss_fn(model(xb), yb).backward()
     model.zero_grad(set_to_none=True)
     model.train(was_training)

@@ -61,6 +61,7 @@ from parabench.torch.stages import (
     micro_split,
     owned_names,
     replica_groups,
+    schedule_step,
     timed_stage,
     unowned_names,
 )
@@ -212,13 +213,12 @@ class PipelineProgram:
 
         with self.spans("data"):
             count, size = micro_split(len(idx), self.layout.microbatches)
-            args = [(xb,) for xb in self.x[idx].split(size)] if self.first else None
-            targets = list(self.y[idx].split(size)) if self.last else None
-            self.served += sum(len(t) for t in targets or [])  # the loss's samples, as served
+            x = self.x[idx] if self.first else None
+            y = self.y[idx] if self.last else None
+            self.served += len(y) if y is not None else 0  # the loss's samples, as served
         self.loss.weight = size / global_size
         losses: list[torch.Tensor] = []
-        self._schedule(count, size).step(arg_mbs=args, target_mbs=targets, losses=losses,
-                                         return_outputs=False)
+        schedule_step(self._schedule(count, size), x, y, size, losses)
         if losses:  # weighted means: their sum x the global step is this replica's loss sum
             self.loss_sums.append(torch.stack(losses).detach().sum() * global_size)
         if self.dp_group is not None:

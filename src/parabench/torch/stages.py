@@ -273,3 +273,25 @@ def timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,
                 return super().backward_one_chunk(*args, **kwargs)
 
     return TimedStage(Autocast(), index, stages, device, group=group)
+
+
+def schedule_step(schedule: Any, x: Any, y: Any, size: int, losses: list) -> None:
+    """One step of a ``torch.distributed.pipelining`` schedule on micro-batches of ``size``.
+
+    ``x`` is this step's whole input on the first stage (else None), ``y`` its whole target
+    on the last (else None). Recent torch takes the micro-batches as split here
+    (``arg_mbs`` / ``target_mbs``); earlier releases (2.11 and before, seen on a GPU runner)
+    take the whole batch and split it themselves with ``tensor_split`` into the schedule's
+    micro-batch count, the same equal pieces since :func:`micro_split` makes ``size`` divide
+    the batch, and hand any keyword they do not know to the stage's ``forward``.
+    """
+    import inspect
+
+    params = inspect.signature(type(schedule).step).parameters
+    extra = {"return_outputs": False} if "return_outputs" in params else {}
+    if "arg_mbs" in params:
+        schedule.step(arg_mbs=None if x is None else [(xb,) for xb in x.split(size)],
+                      target_mbs=None if y is None else list(y.split(size)),
+                      losses=losses, **extra)
+    else:
+        schedule.step(*(() if x is None else (x,)), target=y, losses=losses, **extra)
