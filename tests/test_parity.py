@@ -121,14 +121,17 @@ def test_exact_parity_follows_the_trajectory_and_still_checks_the_evaluation() -
 
 def _whole(method: str, quality: float, *, loss: tuple[float, ...] = (1.0, 0.8, 0.7),
            final: float = 1.0, higher: bool = True, workload: str = "mlp",
-           samples: int = 640) -> Result:
-    """A result whose trace also has the final weights' digest (and its coverage)."""
+           samples: int = 640, device: str = "cpu", first_loss: float = 1.0) -> Result:
+    """A result whose trace also has the final weights' digest (and its coverage);
+    ``first_loss`` scales its first traced step's loss."""
     size = {"tensors": 1, "elements": 2}
     first = {"w": {"sum": 3.0, "norm": 4.0, "proj": [1.0, -2.0], "numel": 2}}
     last = {"w": {"sum": 3.0, "norm": 4.0, "proj": [1.0 * final, -2.0], "numel": 2}}
     trace = {**_trace(), "digest": first, "covered": size, "model": size,
              "final_digest": last, "final_covered": size}
-    result = _result(method, quality, trace=trace, higher=higher, workload=workload)
+    trace["losses"] = [trace["losses"][0] * first_loss, *trace["losses"][1:]]
+    result = _result(method, quality, trace=trace, higher=higher, workload=workload,
+                     device=device)
     return dataclasses.replace(result, loss=list(loss), samples_per_epoch=samples)
 
 
@@ -174,6 +177,38 @@ def test_whole_run_figures_past_the_measured_drift_horizon_are_not_graded() -> N
     assert drifted.status == "ok" and "not graded" in drifted.whole_run_note, drifted
     early = assess(_whole("wide_serial", 0.98, loss=(1.1, 0.8, 0.7), **kw), [serial])
     assert early.status == "failed" and early.differs == "epoch 1 loss", early
+
+
+def test_on_cuda_the_first_steps_allow_gpu_drift_and_later_figures_are_not_graded() -> None:
+    """The first GPU run: correct cnn runs on one H200 drifted 1.1e-4 in the first steps'
+    loss (pipeline) and 1.6e-3 in epoch 3's (ddp), past the CPU allowances; on CUDA the
+    first steps get trajectory.py's CUDA allowance and the whole run is only recorded."""
+    from parabench.analysis.trajectory import CUDA_LOSS_RTOL, LOSS_RTOL
+
+    kw = {"workload": "cnn", "samples": 64 * 15}  # 15 steps an epoch: 45 in 3 epochs
+    for device in ("cpu", "cuda"):
+        serial = _whole("serial", 0.98, device=device, **kw)
+        early = assess(_whole("pipeline", 0.98, first_loss=1 + 1.1e-4, device=device, **kw),
+                       [serial])
+        late = assess(_whole("ddp", 0.98, loss=(1.0, 0.8, 0.7 * (1 + 1.6e-3)), final=1.0003,
+                             device=device, **kw), [serial])
+        if device == "cpu":
+            assert early.status == "failed" and early.differs == "first steps", early
+            assert late.status == "failed" and late.differs == "epoch 3 loss", late
+            continue
+        assert early.status == "ok" and early.tolerance["loss_rel"] == CUDA_LOSS_RTOL > LOSS_RTOL
+        assert late.status == "ok" and "on cuda not graded" in late.whole_run_note, late
+        assert late.final_graded is False
+        # still caught on CUDA: first steps off by more than the allowance, a quality loss
+        off = assess(_whole("ddp", 0.98, first_loss=1 + 2 * CUDA_LOSS_RTOL, device=device,
+                            **kw), [serial])
+        assert off.status == "failed" and off.differs == "first steps", off
+        worse = assess(_whole("ddp", 0.98 - 2 * EXACT_TOLERANCE, device=device, **kw), [serial])
+        assert worse.status == "failed" and worse.differs.startswith("quality"), worse
+        # a cuda result judged against a CPU serial (no GPU serial in the sweep): cuda's rules
+        mixed = assess(_whole("ddp", 0.98, first_loss=1 + 1.1e-4, device="cuda", **kw),
+                       [_whole("serial", 0.98, **kw)])
+        assert mixed.status == "ok" and mixed.baseline == "serial/cpu", mixed
 
 
 def _forest(method: str, quality: float, sha: str) -> Result:

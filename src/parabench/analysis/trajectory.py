@@ -125,6 +125,30 @@ EPOCH_LOSS_RTOL = LOSS_RTOL
 #: training steps up to which whole-run drift was measured to follow the sqrt law (above)
 DRIFT_HORIZON = {"mlp": 320, "gpt": 300}
 DEFAULT_DRIFT_HORIZON = 45
+
+#: CUDA: everything above was measured on CPU, where a run repeats bit for bit. On a GPU,
+#: PyTorch runs float32 convolutions in TF32 (``cudnn.allow_tf32`` defaults on: 10 mantissa
+#: bits) with non-deterministic cuDNN kernels, so two correct runs drift far more. Seen on
+#: the first GPU run (one H200, torch 2.11, tiny, one worker against serial on the GPU,
+#: ``bash scripts/gpu_check.sh``, 2026-11-27), correct runs, first steps loss / weights:
+#: cnn ddp 3.9e-6 / 6.4e-5 (another run: 5.1e-7 / 4.9e-5 final), cnn fsdp 0 / 2.1e-7,
+#: cnn pipeline 1.1e-4 / 1.5e-4, mlp ddp 0 / 0 (no convolution). The CPU allowances failed
+#: three of them: pipeline's first-steps loss (1.1e-4 > 5e-5), and ddp's and fsdp's epoch-3
+#: loss (1.6e-3 and 5.6e-4 after 45 steps, against 7.5e-5). So on CUDA the first steps are
+#: graded within these, 18x / 33x the worst seen on 4 runs (a small sample: recalibrate on
+#: a GPU), which still catch a 1e-3 gradient error on cnn (9.2e-3 in the weights, CPU) and
+#: the planted bugs (>= 1.8e-2 / 0.17), but not on mlp (8.9e-4); epoch losses and final
+#: weights are recorded, not graded (:func:`drift_horizon` is 0), and the held-out quality
+#: keeps the one-sided exact tolerance.
+CUDA_LOSS_RTOL = 2e-3
+CUDA_WEIGHT_RTOL = 5e-3
+
+
+def first_steps_tolerance(device: str = "cpu") -> dict[str, float]:
+    """The first steps' allowed drift on ``device``: ``{"loss_rel", "weight_rel_l2"}``."""
+    if device == "cuda":
+        return {"loss_rel": CUDA_LOSS_RTOL, "weight_rel_l2": CUDA_WEIGHT_RTOL}
+    return {"loss_rel": LOSS_RTOL, "weight_rel_l2": WEIGHT_RTOL}
 #: the held-out quality of weights that match serial's: accuracy moved by 0 in every case
 #: measured; 2e-3 admits one flipped sample of mlp's 512 (a logit tie broken by the last
 #: bit), the issue's half-set evaluation (+0.016) is 8x above it. A lower-is-better loss:
@@ -133,8 +157,11 @@ EVAL_TOLERANCE = 2e-3
 EVAL_RTOL = 1e-5
 
 
-def drift_horizon(workload: str) -> int:
-    """The steps up to which whole-run figures are graded for ``workload`` (see above)."""
+def drift_horizon(workload: str, device: str = "cpu") -> int:
+    """The steps up to which whole-run figures are graded for ``workload`` on ``device``
+    (see above: none on CUDA)."""
+    if device == "cuda":
+        return 0
     return DRIFT_HORIZON.get(workload, DEFAULT_DRIFT_HORIZON)
 
 
@@ -222,7 +249,8 @@ def coverage_problem(mine: Trace, ref: Trace) -> str | None:
 
 
 def compare_traces(trace: Trace | dict[str, Any], reference: Trace | dict[str, Any],
-                   run_steps: int | None = None, horizon: int | None = None) -> dict[str, Any]:
+                   run_steps: int | None = None, horizon: int | None = None,
+                   device: str = "cpu") -> dict[str, Any]:
     """Exact parity's figures and verdict for ``trace`` against the baseline's ``reference``
     (:class:`~parabench.case.records.Trace`, or its dict as a session records it).
 
@@ -231,6 +259,8 @@ def compare_traces(trace: Trace | dict[str, Any], reference: Trace | dict[str, A
     when both traces have them, within :data:`FINAL_WEIGHT_RTOL` x
     :func:`drift_scale` of ``run_steps`` (the run's training steps); past ``horizon`` steps
     (:func:`drift_horizon`) a difference is recorded, not graded (``final_graded`` False).
+    ``device`` picks the first steps' allowance (:func:`first_steps_tolerance`); on CUDA
+    the final weights are never graded.
     """
     mine, ref = Trace.from_dict(trace), Trace.from_dict(reference)
     assert mine is not None and ref is not None
@@ -243,21 +273,23 @@ def compare_traces(trace: Trace | dict[str, Any], reference: Trace | dict[str, A
                 "reason": f"traced {mine.steps} steps, the baseline {ref.steps}"}
     loss = loss_rel_max(mine.losses, ref.losses)
     weight, where = weight_rel_l2(mine.digest, ref.digest)
+    allowed = first_steps_tolerance(device)
     out = {
-        "ok": loss <= LOSS_RTOL and weight <= WEIGHT_RTOL,
+        "ok": loss <= allowed["loss_rel"] and weight <= allowed["weight_rel_l2"],
         "basis": "trajectory",
         "steps": steps,
         "loss_rel_max": loss,
         "weight_rel_l2": weight,
         "worst_parameter": where,
-        "tolerance": {"loss_rel": LOSS_RTOL, "weight_rel_l2": WEIGHT_RTOL},
+        "tolerance": dict(allowed),
     }
     if not out["ok"]:
         out["differs"] = "first steps"
     if mine.final_digest and ref.final_digest:
         final, final_where = weight_rel_l2(mine.final_digest, ref.final_digest)
         tol = FINAL_WEIGHT_RTOL * drift_scale(run_steps)
-        graded = horizon is None or (run_steps or 0) <= horizon or final <= tol
+        graded = device != "cuda" and (horizon is None or (run_steps or 0) <= horizon
+                                         or final <= tol)
         out.update(final_weight_rel_l2=final, final_graded=graded)
         out["tolerance"]["final_weight_rel_l2"] = tol
         if final > tol and out["ok"] and graded:

@@ -176,7 +176,7 @@ class Parity(Record):
     final_weight_rel_l2: float | None = None
     final_graded: bool | None = None
     epoch_loss_rel_max: float | None = None
-    #: what of the whole run was not graded, and why (past the measured drift horizon)
+    #: what of the whole run was not graded, and why (past the measured drift horizon, or on cuda)
     whole_run_note: str | None = None
     # basis "predictions" (seed-exact forests)
     identical: bool | None = None
