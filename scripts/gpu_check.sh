@@ -9,9 +9,9 @@
 # that hangs still leaves the others' results): env (the card and packages), tests
 # (`pytest -m cuda` on the modules that hold cuda tests: CUDA_TESTS, TESTS_MARK, TESTS_S),
 # forest (`parabench run` of the forest's GPU kernels), dl (the deep-learning methods on
-# cuda, one worker each), bench (`pytest -m cuda --benchmark-only`, BENCH_S), mainjob (the
-# README's main job on MAINJOB_DEVICES x MAINJOB_WORKERS, MAINJOB_S), summary (a short
-# table last). Results: env.txt, cuda-tests.{log,xml}, run.{log,jsonl}, bench.{log,json},
+# cuda, one worker each), bench (`pytest -m cuda --benchmark-only` on BENCH_WORKLOADS x
+# BENCH_METHODS, BENCH_S), mainjob (the README's main job on MAINJOB_DEVICES x
+# MAINJOB_WORKERS, MAINJOB_S), summary (a short table last). Results: env.txt, cuda-tests.{log,xml}, run.{log,jsonl}, bench.{log,json},
 # report.tgz: at most 8 files, what a lent machine sends back.
 # Needs only the packages parabench and its tests import; the source is used from src/.
 set -u
@@ -59,6 +59,9 @@ fi
 
 if has bench; then
   stamp bench
+  # every cuda benchmark is ~90 one-GPU cases of ~10 s each: a lease holds a chosen few
+  PARABENCH_WORKLOADS=${BENCH_WORKLOADS:-cnn,mlp} \
+  PARABENCH_METHODS=${BENCH_METHODS:-serial,ddp,fsdp,fedavg,pipeline} \
   timeout "${BENCH_S:-150}" "$PY" -m pytest -m cuda tests/benchmarks -p no:cacheprovider -v -rs \
     --timeout 120 --benchmark-only --benchmark-json="$OUT/bench.json" > "$OUT/bench.log" 2>&1
   echo "bench rc=$?" >> "$OUT/bench.log"
