@@ -294,8 +294,8 @@ def _whole_run(result: Result, base: Result, evidence: dict[str, Any], gap: floa
         steps = run_steps(base, min(epoch, trained_epochs(base)))  # a partial last epoch
         if steps is not None and steps > horizon and math.isfinite(diff):
             out["whole_run_note"] = (
-                "epoch losses and final weights on cuda not graded: TF32 convolutions and "
-                "non-deterministic kernels drift past the CPU-measured allowance"
+                "epoch losses and final weights on cuda not graded: GPU kernels (TF32 "
+                "convolutions, non-deterministic cuDNN) drift past the CPU-measured allowance"
                 if device == "cuda" else
                 f"epoch losses and final weights past {horizon} steps not graded: "
                 f"reduction-order drift was not measured to stay small there")
