@@ -275,6 +275,14 @@ def timed_stage(submod: Any, index: int, stages: int, device: Any, group: Any,
     return TimedStage(Autocast(), index, stages, device, group=group)
 
 
+@functools.cache
+def _step_parameters(cls: type) -> frozenset[str]:
+    """The keyword names of ``cls.step``, read once per schedule class (not every step)."""
+    import inspect
+
+    return frozenset(inspect.signature(cls.step).parameters)
+
+
 def schedule_step(schedule: Any, x: Any, y: Any, size: int, losses: list) -> None:
     """One step of a ``torch.distributed.pipelining`` schedule on micro-batches of ``size``.
 
@@ -285,9 +293,7 @@ def schedule_step(schedule: Any, x: Any, y: Any, size: int, losses: list) -> Non
     micro-batch count, the same equal pieces since :func:`micro_split` makes ``size`` divide
     the batch, and hand any keyword they do not know to the stage's ``forward``.
     """
-    import inspect
-
-    params = inspect.signature(type(schedule).step).parameters
+    params = _step_parameters(type(schedule))
     extra = {"return_outputs": False} if "return_outputs" in params else {}
     if "arg_mbs" in params:
         schedule.step(arg_mbs=None if x is None else [(xb,) for xb in x.split(size)],
