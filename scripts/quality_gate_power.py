@@ -5,6 +5,8 @@ Usage::
     PYTHONPATH=src python scripts/quality_gate_power.py --workload cnn        # 20 seeds
     PYTHONPATH=src python scripts/quality_gate_power.py --workload mlp --seeds 2 \\
         --fractions 0.9 --scan-seeds 1 --no-fedavg --out /tmp/power
+    PYTHONPATH=src python scripts/quality_gate_power.py --workload cnn --fractions 0.1 \
+        --drop 0.02 --no-sound --no-fedavg --out /tmp/power-02   # a smaller plant only
 
 In time-to-target mode a statistical method is trained on past the target to the measured
 table's epoch budget and judged on its quality there against serial's over the table's seeds
@@ -103,11 +105,11 @@ def verdict(rows: list[dict[str, Any]], method: str) -> dict[str, Any]:
 
 
 def gate(out: Path, workload: str, profile: str, seeds: int, fraction: float,
-         fedavg: bool) -> dict[str, Any]:
+         fedavg: bool, sound: bool = True) -> dict[str, Any]:
     common = ["--workload", workload, "--profile", profile, "--target-quality"]
     runs: dict[str, list[dict[str, Any]]] = {"sound": [], "lossy": [], "fedavg": []}
     for s in range(seeds):
-        for kind, f in (("sound", 0.0), ("lossy", fraction)):
+        for kind, f in (("sound", 0.0), ("lossy", fraction))[0 if sound else 1:]:
             rows = run(out, f"gate-f{f}-s{s}", [*common, "--method", "serial,serial_flip",
                                                  "--workers", "1", "--threads", "1",
                                                  "--seed", str(s)], f)
@@ -131,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fractions", default="0.1,0.125,0.15,0.175,0.2,0.3,0.4,0.5,0.6,0.8")
     p.add_argument("--drop", type=float, default=0.03)
     p.add_argument("--no-fedavg", dest="fedavg", action="store_false")
+    p.add_argument("--no-sound", dest="sound", action="store_false",
+                   help="run only the lossy fraction (a second plant beside a full run)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--runs", type=Path, default=None, help="where runs are kept (OUT/runs)")
     args = p.parse_args(argv)
@@ -148,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     if fraction is None:
         print(f"no fraction costs {args.drop} of serial's quality: nothing lossy to gate")
         return 1
-    runs = gate(runs_dir, args.workload, args.profile, args.seeds, fraction, args.fedavg)
+    runs = gate(runs_dir, args.workload, args.profile, args.seeds, fraction, args.fedavg,
+                args.sound)
     rates = {kind: {"passed": sum(r["status"] == "ok" for r in rs), "runs": len(rs),
                     "reached": sum(bool(r["reached"]) for r in rs)}
              for kind, rs in runs.items() if rs}

@@ -103,3 +103,42 @@ def test_estimator_workload_rejects_auto_batch_with_a_reason() -> None:
     r = execute(RunConfig(workload="random_forest", method="serial", profile="tiny",
                           batch_size="auto"))
     assert r.status == "skipped" and "mini-batch" in r.reason
+
+
+def _nearest_mean_accuracy(x_train, y_train, x_test, y_test) -> float:
+    """Accuracy of a nearest-class-mean classifier fitted on the training images."""
+    import numpy as np
+
+    flat = x_train.reshape(len(x_train), -1).astype(np.float32)
+    means = np.stack([flat[y_train == c].mean(axis=0) for c in range(int(y_train.max()) + 1)])
+    test = x_test.reshape(len(x_test), -1).astype(np.float32)
+    dist = ((test[:, None, :] - means[None]) ** 2).sum(axis=2)
+    return float((dist.argmin(axis=1) == y_test).mean())
+
+
+def test_extra_held_out_images_come_from_the_same_templates_and_change_no_training_byte() -> None:
+    from parabench.workloads.synthetic import class_images
+
+    args = dict(n=600, classes=10, channels=1, size=28, seed=5, noise=0.45)
+    plain, more = class_images(**args), class_images(**args, extra_held_out=300)
+    assert more.x_train.tobytes() == plain.x_train.tobytes()
+    assert more.y_train.tobytes() == plain.y_train.tobytes()
+    first = len(plain.x_test)
+    assert more.x_test[:first].tobytes() == plain.x_test[:first].tobytes()
+    assert len(more.x_test) == first + 300
+    train = {row.tobytes() for row in more.x_train}
+    assert not any(row.tobytes() in train for row in more.x_test)
+    # the same templates: a classifier fitted on the training images scores the extra images
+    # as it scores the split's own (other templates would put it near chance, 0.1)
+    own = _nearest_mean_accuracy(more.x_train, more.y_train, plain.x_test, plain.y_test)
+    extra = _nearest_mean_accuracy(more.x_train, more.y_train, more.x_test[first:],
+                                   more.y_test[first:])
+    assert own > 0.8 and abs(extra - own) < 0.1, (own, extra)
+    other = class_images(**{**args, "seed": 6})
+    assert _nearest_mean_accuracy(more.x_train, more.y_train, other.x_test, other.y_test) < 0.5
+
+
+def test_cnn_tiny_holds_out_720_images_and_the_autoencoder_keeps_its_split() -> None:
+    cnn, ae = workloads.get("cnn").make_data("tiny", 0), workloads.get("conv_autoencoder")
+    assert (len(cnn.x_train), len(cnn.x_test)) == (960, 720)
+    assert len(ae.make_data("tiny", 0).x_test) == 240

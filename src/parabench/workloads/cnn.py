@@ -10,7 +10,9 @@ built as one ``nn.Sequential`` so pipeline and model-parallel methods can cut it
 The examples' two dropout layers are left out: with them no two methods would draw the same
 masks, and parity with the serial baseline could not be exact. Synthetic data is 10 classes
 of shifted, noisy templates (:func:`~parabench.workloads.synthetic.class_images`), noisier
-from the quick profile on; chance is 10 %. Real MNIST is used whole at every profile.
+from the quick profile on; chance is 10 %. At tiny the held-out set is 720 images: the 20 %
+split plus :data:`EXTRA_HELD_OUT` more from the same templates. Real MNIST is used whole at
+every profile.
 """
 
 from __future__ import annotations
@@ -39,27 +41,36 @@ SIZES: dict[str, tuple[int, float]] = {
     "quick": (12_000, 0.9),
     "full": (70_000, 0.9),
 }
+#: profile -> synthetic held-out images drawn beyond the 20 % split (training set unchanged).
+#: tiny's split alone holds 240, where one image is 0.4 % accuracy: serial's converged quality
+#: then varied over seeds by as much as 240 draws' binomial noise, and a statistical method's
+#: converged check could not see a 0.02 loss. 720 held-out images cost ~0.25 s an evaluation
+#: on 2 threads, off the clock.
+EXTRA_HELD_OUT: dict[str, int] = {"tiny": 480}
 
 
 def load_digits(
-    profile: str, seed: int, data_dir: str | None, noise: float | None = None
+    profile: str, seed: int, data_dir: str | None, noise: float | None = None,
+    extra_held_out: int = 0,
 ) -> Dataset:
-    """MNIST from ``data_dir``, else seeded synthetic 1x28x28 digit-like images."""
+    """MNIST from ``data_dir``, else seeded synthetic 1x28x28 digit-like images, with
+    ``extra_held_out`` more held-out images (synthetic only: MNIST is used whole)."""
     if data_dir is not None:
         from parabench.workloads.datasets import load_mnist
 
         return load_mnist(data_dir)
     n, profile_noise = SIZES[profile]
     return class_images(
-        n=n, classes=10, channels=1, size=28, seed=seed, noise=noise or profile_noise
+        n=n, classes=10, channels=1, size=28, seed=seed, noise=noise or profile_noise,
+        extra_held_out=extra_held_out,
     )
 
 
 @workloads.register
 class CNN(TorchWorkload):
-    #: std of serial's held-out accuracy over seeds 0-4 (3 epochs, batch 64, 1 thread),
-    #: measured for the fedavg parity tests; sets the statistical parity margin
-    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.019, "quick": 0.0058}
+    #: std of serial's held-out accuracy over seeds 0-4 (3 epochs, batch 64, 1 thread; tiny:
+    #: on its 720 held-out images), the fallback where seed_spread.json has no entry
+    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.025, "quick": 0.0058}
     name: ClassVar[str] = "cnn"
     tiny_epoch_guess_s: ClassVar[float | None] = 2.0
     smoke_rank: ClassVar[int | None] = 2
@@ -70,7 +81,8 @@ class CNN(TorchWorkload):
     lr: ClassVar[float] = 0.02
 
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
-        return load_digits(profile, seed, data_dir)
+        return load_digits(profile, seed, data_dir,
+                           extra_held_out=EXTRA_HELD_OUT.get(profile, 0))
 
     def train_size(self, profile: str) -> int | None:
         return image_train_size(SIZES[profile][0])

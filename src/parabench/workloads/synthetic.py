@@ -93,13 +93,17 @@ def class_images(
     separation: float = 1.0,
     shift: float = 0.1,
     test_fraction: float = 0.2,
+    extra_held_out: int = 0,
 ) -> Dataset:
     """``n`` uint8 images (N, channels, size, size) drawn around one template per class.
 
     ``noise`` is the pixel-noise standard deviation relative to the template's range;
     ``separation`` in (0, 1] the share of each template that is the class's own (the rest
     is common to all classes: lower is harder); ``shift`` the largest random translation as
-    a fraction of ``size`` (wrapping around).
+    a fraction of ``size`` (wrapping around). ``extra_held_out`` more images from the same
+    templates join the held-out set, drawn from a stream of their own: the training set and
+    the first held-out images are the bytes they are without them (a larger held-out set
+    measures quality more precisely, and trains nothing differently).
     """
     rng = np.random.default_rng([seed, 0x1A6E])
     grid = max(3, min(7, size // 4))
@@ -111,20 +115,41 @@ def class_images(
     cut = np.quantile(templates, 0.6, axis=(1, 2, 3), keepdims=True)
     top = templates.max(axis=(1, 2, 3), keepdims=True)
     templates = np.clip((templates - cut) / (top - cut + 1e-6), 0, 1).astype(np.float32)
-    y = _labels(n, classes, rng)
-    most = max(1, int(size * shift))
-    shifts = rng.integers(-most, most + 1, size=(n, 2))
-    contrast = rng.uniform(0.7, 1.3, size=n).astype(np.float32)
-    x = np.empty((n, channels, size, size), dtype=np.uint8)
-    for start in range(0, n, 256):  # in chunks: full-profile noise would not fit as float
-        stop = min(n, start + 256)
-        pix = rng.standard_normal((stop - start, channels, size, size), dtype=np.float32)
-        pix *= noise
-        for j, i in enumerate(range(start, stop)):
-            pix[j] += contrast[i] * np.roll(templates[y[i]], tuple(shifts[i]), axis=(1, 2))
-        x[start:stop] = np.clip(pix * 180 + 40, 0, 255).astype(np.uint8)
+    draw = _ImageDraw(templates=templates, noise=noise, most=max(1, int(size * shift)))
+    x, y = draw(n, rng)
     x_tr, y_tr, x_te, y_te = _split(x, y, rng, test_fraction)
+    if extra_held_out > 0:
+        more_x, more_y = draw(extra_held_out, np.random.default_rng([seed, 0x1A6E, 1]))
+        seen = {row.tobytes() for row in (*x_tr, *x_te)}
+        keep = np.array([row.tobytes() not in seen for row in more_x], dtype=bool)
+        x_te, y_te = np.concatenate([x_te, more_x[keep]]), np.concatenate([y_te, more_y[keep]])
     return Dataset(x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te, n_classes=classes)
+
+
+@dataclass(frozen=True)
+class _ImageDraw:
+    """Images around ``templates`` (one per class): a class template, shifted by up to
+    ``most`` pixels (wrapping), with random contrast and pixel ``noise``."""
+
+    templates: np.ndarray
+    noise: float
+    most: int
+
+    def __call__(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        classes, channels, size, _ = self.templates.shape
+        y = _labels(n, classes, rng)
+        shifts = rng.integers(-self.most, self.most + 1, size=(n, 2))
+        contrast = rng.uniform(0.7, 1.3, size=n).astype(np.float32)
+        x = np.empty((n, channels, size, size), dtype=np.uint8)
+        for start in range(0, n, 256):  # in chunks: full-profile noise would not fit as float
+            stop = min(n, start + 256)
+            pix = rng.standard_normal((stop - start, channels, size, size), dtype=np.float32)
+            pix *= self.noise
+            for j, i in enumerate(range(start, stop)):
+                pix[j] += contrast[i] * np.roll(self.templates[y[i]], tuple(shifts[i]),
+                                                axis=(1, 2))
+            x[start:stop] = np.clip(pix * 180 + 40, 0, 255).astype(np.uint8)
+        return x, y
 
 
 def _vocab(size: int) -> tuple[str, ...]:
