@@ -5,7 +5,7 @@ Usage::
     PYTHONPATH=src python scripts/quality_gate_power.py --workload cnn        # 20 seeds
     PYTHONPATH=src python scripts/quality_gate_power.py --workload mlp --seeds 2 \\
         --fractions 0.9 --scan-seeds 1 --no-fedavg --out /tmp/power
-    PYTHONPATH=src python scripts/quality_gate_power.py --workload cnn --fractions 0.1 \
+    PYTHONPATH=src python scripts/quality_gate_power.py --workload cnn --fractions 0.1 \\
         --drop 0.02 --no-sound --no-fedavg --out /tmp/power-02   # a smaller plant only
 
 In time-to-target mode a statistical method is trained on past the target to the measured
