@@ -27,10 +27,12 @@ selection of several cases gives several case comparisons per run pair):
   "PERFORMANCE DECREASED". A/A only.
 
 Slowdowns are real extra work on the NEW side (``tests/plugins/slow_steps.py``:
-``PARABENCH_SLOW_FRACTION``, a busy loop for that fraction of every step's own time); the
-recorded figures are never edited. A/A (slowdown 0) gives the false-alarm rate, 5 / 10 / 20 %
-the detection rates. ``--load`` starts one spinning process per core for the whole run (the
-condition is recorded as ``load``, else ``quiet``).
+``PARABENCH_SLOW_FRACTION``, a busy loop for that fraction of every training iteration's own
+wall time, so the case's samples/s falls to 1 / (1 + f)); the recorded figures are never
+edited. Records keep the plant (``settings["plant"]``) and the table shows it. A/A
+(slowdown 0) gives the false-alarm rate, 5 / 10 / 20 % the detection rates. ``--load``
+starts one spinning process per core for the whole run (the condition is recorded as
+``load``, else ``quiet``).
 
 Every comparison appends one JSON line per case to ``OUT/gate_records.jsonl`` (mode,
 condition, slowdown, index, case, verdict, regressed, ratio, p, samples, seconds, load
@@ -65,6 +67,11 @@ SELECTION = ["--workload", "mlp", "--method", "serial_slow", "--profile", "tiny"
 ASV_BENCH = r"Window\.time_window\('mlp', '(serial', 'cpu', 1|ddp', 'cpu', 2)\)"
 SLOWDOWNS = (0.05, 0.10, 0.20)
 RECORDS, TABLE = "gate_records.jsonl", "gate_table.md"
+#: what a slowdown of f stretches (``settings["plant"]``): "iteration", each training
+#: iteration's wall time (tests/plugins/slow_steps.py); records without it were taken with the
+#: first plant, f of each step's CPU seconds on the training thread ("step"), which cost mlp
+#: and nbow, whose batch handling is a large share of an iteration, only about 6 % at f = 10 %
+PLANT = "iteration"
 DEFAULT_OUT = ROOT / "docs" / "gate"
 
 
@@ -80,8 +87,22 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def plant(r: Mapping[str, Any]) -> str:
+    """The plant a record's slowdown went through ("-" for A/A, where there is none)."""
+    if float(r["slowdown"]) == 0:
+        return "-"
+    settings = r.get("settings")
+    return settings.get("plant", "step") if isinstance(settings, dict) else "step"
+
+
 def record_key(r: Mapping[str, Any]) -> tuple:
-    return (r["mode"], r["condition"], float(r["slowdown"]), int(r["index"]))
+    return (r["mode"], r["condition"], float(r["slowdown"]), int(r["index"]), plant(r))
+
+
+def _slowdown_label(slowdown: float, how: str) -> str:
+    if slowdown == 0:
+        return "none (A/A)"
+    return f"{slowdown:.0%} of each {how}" + (" (first plant)" if how == "step" else "")
 
 
 def append_record(path: Path, record: Mapping[str, Any]) -> None:
@@ -94,11 +115,11 @@ def table(records: Iterable[Mapping[str, Any]]) -> str:
     records = list(records)
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
-        groups[(r["mode"], r["condition"], float(r["slowdown"]))].append(r)
+        groups[(r["mode"], r["condition"], float(r["slowdown"]), plant(r))].append(r)
     lines = ["| mode | condition | injected slowdown | rate | case comparisons (run pairs) "
              "| median new/base | load before -> after (1 min) | dates |",
              "|---|---|---|---|---|---|---|---|"]
-    for (mode, condition, slowdown), rs in sorted(groups.items()):
+    for (mode, condition, slowdown, how), rs in sorted(groups.items()):
         hits = sum(bool(r["regressed"]) for r in rs)
         what = "false alarms" if slowdown == 0 else "detected"
         ratios = sorted(r["ratio"] for r in rs if r.get("ratio") is not None)
@@ -107,7 +128,7 @@ def table(records: Iterable[Mapping[str, Any]]) -> str:
         after = [float(r["load_after"].split()[0]) for r in rs]
         days = sorted({r["date"][:10] for r in rs})
         lines.append(
-            f"| {mode} | {condition} | {'none (A/A)' if slowdown == 0 else f'{slowdown:.0%}'} "
+            f"| {mode} | {condition} | {_slowdown_label(slowdown, how)} "
             f"| {what} {hits / len(rs):.0%} | {hits}/{len(rs)} "
             f"({len({r['index'] for r in rs})}) | {median} "
             f"| {min(before):.2f}-{max(before):.2f} -> {min(after):.2f}-{max(after):.2f} "
@@ -261,6 +282,14 @@ def plan(args: argparse.Namespace) -> list[tuple[str, float, int]]:
     return out
 
 
+def pending(todo: Iterable[tuple[str, float, int]], done: set[tuple], condition: str
+            ) -> list[tuple[str, float, int]]:
+    """The planned comparisons not yet recorded under ``condition`` with today's plant (a
+    slowdown recorded through the first plant is measured again)."""
+    return [t for t in todo
+            if (t[0], condition, t[1], t[2], PLANT if t[1] else "-") not in done]
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", default="file,interleaved",
@@ -315,9 +344,9 @@ def main(argv: list[str] | None = None) -> int:
                                                               else argv)
     head = resolve_ref(ROOT, "HEAD")
     settings = {"selection": args.selection, "rounds": args.rounds, "repeats": args.repeats,
-                "threshold": args.threshold, "windows": windows or "default"}
+                "threshold": args.threshold, "windows": windows or "default", "plant": PLANT}
     done = {record_key(r) for r in read_records(args.out / RECORDS)}
-    todo = [t for t in plan(args) if (t[0], condition, t[1], t[2]) not in done]
+    todo = pending(plan(args), done, condition)
     print(f"gate harness: {len(todo)} comparison(s) to run ({len(done)} recorded), "
           f"{condition}, records in {args.out / RECORDS}", flush=True)
     needs_trees = any(mode == "interleaved" for mode, _, _ in todo)

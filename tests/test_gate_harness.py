@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,32 +41,60 @@ def slow_plugin(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     return slow_steps
 
 
-def _steps(slowdown, n: int = 20) -> None:  # noqa: ANN001
+def _steps(slowdown, n: int = 20, fetch_s: float = 0.0) -> float:  # noqa: ANN001
+    """``n`` training iterations, each fetching its batch for ``fetch_s`` (a sleep: outside
+    forward and step, as a data loader is); returns the wall seconds from ``begin()`` to the
+    last step's end, by a clock of the test's own."""
     torch = pytest.importorskip("torch")
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     slowdown.install(model, opt)
     x = torch.randn(32, 16)
+    started = time.perf_counter()
+    slowdown.begin()
     for _ in range(n):
+        time.sleep(fetch_s)
         model(x).pow(2).mean().backward()
         opt.step()
         opt.zero_grad()
+    seconds = time.perf_counter() - started
     model.eval()
     model(x)  # evaluation: no step, no extra work
+    return seconds
 
 
 @pytest.mark.parametrize("mode", ["spin", "sleep"])
-def test_the_slowdown_adds_its_fraction_of_every_step(slow_plugin, mode: str,  # noqa: ANN001
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_slowdown_adds_its_fraction_of_every_iteration(slow_plugin, mode: str,  # noqa: ANN001
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The extra work is f of each whole iteration, batch fetching included (a plant of f of
+    the step alone was a smaller slowdown than it said where fetching is a large share), and
+    the iterations plus the extra work are the whole loop by the test's own clock."""
     monkeypatch.setenv("PARABENCH_SLOW_FRACTION", "0.5")
     monkeypatch.setenv("PARABENCH_SLOW_MODE", mode)
     slowdown = slow_plugin.Slowdown()
-    _steps(slowdown)
+    seconds = _steps(slowdown, fetch_s=0.003)
     c = slowdown.counters()
-    assert c["steps"] == 20 and c["step_s"] > 0
-    assert c["extra_s"] >= 0.5 * c["step_s"]  # at least the fraction, every step
+    assert c["steps"] == 20
+    assert c["step_s"] >= 20 * 0.003  # every fetch is inside its iteration
+    assert c["extra_s"] >= 0.5 * c["step_s"]  # at least the fraction, every iteration
+    assert 0.9 * seconds <= c["step_s"] + c["extra_s"] <= seconds  # the loop, partitioned
     assert (c["spins"] > 0) == (mode == "spin")  # busy work, or none when asked to sleep
+
+
+def test_time_between_training_calls_is_not_an_iteration(slow_plugin,  # noqa: ANN001
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """An evaluation (or anything) between two training calls is not stretched: each call's
+    ``begin()`` restarts the clock."""
+    monkeypatch.setenv("PARABENCH_SLOW_FRACTION", "0.5")
+    slowdown = slow_plugin.Slowdown()
+    first = _steps(slowdown, n=5)
+    time.sleep(0.2)  # between the calls
+    second = _steps(slowdown, n=5)
+    c = slowdown.counters()
+    assert c["steps"] == 10 and c["step_s"] + c["extra_s"] <= first + second
 
 
 def test_fraction_zero_does_no_extra_work(slow_plugin, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
@@ -115,15 +144,19 @@ def test_the_table_counts_false_alarms_and_detections(tmp_path: Path) -> None:
     h = _harness()
     path = tmp_path / h.RECORDS
     records = ([_record("file", 0.0, i, i < 2) for i in range(50)]
-               + [_record("interleaved", 0.1, i, i < 15) for i in range(20)])
+               + [_record("interleaved", 0.1, i, i < 15) for i in range(20)]
+               + [_record("interleaved", 0.1, i, i < 9, settings={"plant": "iteration"})
+                  for i in range(10)])
     for r in records:
         h.append_record(path, r)
     assert h.read_records(path) == records
     text = h.write_table(tmp_path).read_text()
     assert "| file | quiet | none (A/A) | false alarms 4% | 2/50 (50) | 0.900 | 0.10-0.10 -> " \
            "1.10-1.10 | 2026-01-02 |" in text
-    assert "| interleaved | quiet | 10% | detected 75% | 15/20 (20) |" in text
-    assert "python scripts/gate_harness.py" in text and "70 record(s)" in text
+    assert "| interleaved | quiet | 10% of each step (first plant) | detected 75% | 15/20 (20) |" \
+        in text
+    assert "| interleaved | quiet | 10% of each iteration | detected 90% | 9/10 (10) |" in text
+    assert "python scripts/gate_harness.py" in text and "80 record(s)" in text
 
 
 def test_recorded_comparisons_are_skipped_on_resume(tmp_path: Path) -> None:
@@ -134,8 +167,15 @@ def test_recorded_comparisons_are_skipped_on_resume(tmp_path: Path) -> None:
     assert ("asv", 0.0, 1) in todo and ("asv", 0.2, 0) not in todo  # asv: A/A only
     assert len(todo) == 2 * 3 + 2 * 1
     done = {h.record_key(_record("file", 0.0, 0, False))}
-    left = [t for t in todo if (t[0], "quiet", t[1], t[2]) not in done]
+    left = h.pending(todo, done, "quiet")
     assert len(left) == len(todo) - 1 and ("file", 0.0, 0) not in left
+    assert h.pending(todo, done, "load") == todo  # another condition: nothing recorded
+    # a slowdown recorded through the first plant (no "plant" in its settings) runs again;
+    # one recorded through today's does not
+    first = _record("file", 0.2, 0, True)
+    today = _record("file", 0.2, 0, True, settings={"rounds": 5, "plant": h.PLANT})
+    assert ("file", 0.2, 0) in h.pending(todo, {h.record_key(first)}, "quiet")
+    assert ("file", 0.2, 0) not in h.pending(todo, {h.record_key(today)}, "quiet")
 
 
 @pytest.mark.long

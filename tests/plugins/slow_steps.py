@@ -5,13 +5,14 @@ Usage (a test plugin, loaded like every plugin)::
     PYTHONPATH=tests/plugins PARABENCH_PLUGINS=slow_steps PARABENCH_SLOW_FRACTION=0.10 \\
         parabench run --workload mlp --method serial_slow --profile tiny --epochs 1
 
-Every training step (the model's forward pre-hook to the optimizer's step post-hook) is
-followed by extra work lasting ``PARABENCH_SLOW_FRACTION`` (default 0: none) of that step's
-own measured time (its CPU seconds on the training thread for a spin, wall seconds for a
-sleep): a busy loop by default (``PARABENCH_SLOW_MODE=spin``: CPU work, as a real
-regression is), or ``sleep``. With fraction f the step takes (1 + f) times as long, so the
-throughput falls to 1 / (1 + f) of the step-bound rate (data loading, outside the measured
-step, is not stretched). The recorded figures are never touched: the case is simply slower.
+Every training iteration (from the end of the previous one, or the start of the training
+call, to its optimizer step: fetching the batch, forward, backward, step) is followed by
+extra work lasting ``PARABENCH_SLOW_FRACTION`` (default 0: none) of that iteration's own wall
+time: a busy loop by default (``PARABENCH_SLOW_MODE=spin``: CPU work, as a real regression
+is), or ``sleep``. With fraction f every iteration takes (1 + f) times as long, so the case's
+samples/s falls to 1 / (1 + f): a "10 %" plant is a 10 % slowdown of what the gate judges,
+whatever share of an iteration data handling or other threads take. The recorded figures are
+never touched: the case is simply slower.
 
 The fraction is read from the environment, not from a method option, on purpose: options
 are part of a case's identity (``parabench compare`` matches cases by it), and a regression
@@ -20,8 +21,8 @@ the same case, ``serial_slow``, on both sides and sets the variable on the NEW s
 with fraction 0 ``serial_slow`` is serial plus two no-op hooks.
 
 The plugin's own counter: ``PARABENCH_SLOW_COUNTER_DIR=DIR`` makes every training process
-write ``DIR/<pid>.json`` (``steps``, ``step_s``: the steps' own seconds, ``extra_s``: the
-seconds of extra work, ``spins``: busy-loop iterations) after each epoch or speed window;
+write ``DIR/<pid>.json`` (``steps``, ``step_s``: the iterations' own seconds, ``extra_s``:
+the seconds of extra work, ``spins``: busy-loop iterations) after each epoch or speed window;
 ``serial_slow`` also puts them in the result's notes (``slow_*``).
 """
 
@@ -53,36 +54,43 @@ class Slowdown:
         if not 0 <= self.fraction < 10 or self.mode not in MODES:
             raise ValueError(f"{FRACTION_ENV} must be in [0, 10) and {MODE_ENV} one of "
                              f"{', '.join(MODES)}; got {self.fraction}, {self.mode!r}")
-        self.started: float | None = None
-        # spin: the step's and the spin's CPU seconds on this thread, so the extra work is the
-        # fraction of the step's own work however busy the machine (a spin scaled to wall time
-        # grows with the time other processes hold the core); sleep: wall seconds
-        self._clock = time.thread_time if self.mode == "spin" else time.perf_counter
+        # wall seconds for both: the iteration's own, and the extra work's (a spin keeps the
+        # core busy meanwhile). Under load both stretch alike, so the plant stays f of the
+        # iteration; a spin timed by CPU seconds would miss other threads' share of the step.
+        self._clock = time.perf_counter
+        self.started: float | None = None  # the current iteration's start
         self.steps, self.step_s, self.extra_s, self.spins = 0, 0.0, 0.0, 0
+
+    def begin(self) -> None:
+        """A training call starts: its first iteration is timed from here (not from the
+        previous call's last step, with evaluation in between)."""
+        self.started = self._clock()
 
     def install(self, model: Any, optimizer: Any) -> None:
         model.register_forward_pre_hook(self._forward)
         optimizer.register_step_post_hook(self._after_step)
 
     def _forward(self, module: Any, args: Any) -> None:
-        if module.training and self.started is None:  # a step's first forward
+        if module.training and self.started is None:  # no begin(): time from the forward
             self.started = self._clock()
 
     def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self.started is None:
             return
         now = self._clock()
-        own, self.started = now - self.started, None
+        own = now - self.started
         target, spins = own * self.fraction, 0
         if target > 0 and self.mode == "sleep":
             time.sleep(target)
         elif target > 0:
             while self._clock() - now < target:  # busy: real CPU work
                 spins += 1
+        end = self._clock()
         self.steps += 1
         self.step_s += own
-        self.extra_s += self._clock() - now if target > 0 else 0.0
+        self.extra_s += end - now if target > 0 else 0.0
         self.spins += spins
+        self.started = end  # the next iteration starts where this one's extra work ended
 
     def counters(self) -> dict[str, Any]:
         return {"fraction": self.fraction, "mode": self.mode, "steps": self.steps,
@@ -102,8 +110,9 @@ class SlowSerialSession(SerialTorchSession):
         self.slowdown = Slowdown()
         self.slowdown.install(self.loop.model, self.loop.optimizer)
 
-    def train(self, epoch: int, indices: Any = None) -> EpochStats:
-        stats = super().train(epoch, indices)
+    def train(self, epoch: int, indices: Any = None, span: Any = None) -> EpochStats:
+        self.slowdown.begin()
+        stats = super().train(epoch, indices, span)
         self.slowdown.dump()
         self.notes.update({f"slow_{k}": v for k, v in self.slowdown.counters().items()})
         return stats
@@ -130,6 +139,7 @@ class SlowDDPProgram(DDPProgram):
         if not getattr(self, "_slow_installed", False):  # the loop exists after wrap
             self.slowdown.install(self._slow_model, self.loop.optimizer)
             self._slow_installed = True
+        self.slowdown.begin()
         stats = super()._train(run, weighted)
         self.slowdown.dump()
         return stats
