@@ -2,8 +2,8 @@
 its false-alarm and detection rates on simulated runs, and a real 1.5x slowdown caught.
 
 The last test runs ``parabench run --repeats 2`` with the ``serial_slow`` test plugin
-(tests/plugins/slow_steps.py), which does 1.5x each step's CPU work, and compares it with the
-same plugin at 0 % extra.
+(tests/plugins/slow_steps.py), which makes each training iteration 1.5x as long with real CPU
+work, and compares it with the same plugin at 0 % extra.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def test_run_rates_takes_windows_else_epochs_else_the_figure() -> None:
 
 @pytest.mark.slow
 def test_a_real_1_5x_slowdown_over_two_repeats_is_flagged(tmp_path: Path) -> None:
-    """serial_slow without and with 50 % extra CPU work per step (the slow_steps plugin's
+    """serial_slow without and with 50 % extra busy work per iteration (the slow_steps plugin's
     PARABENCH_SLOW_FRACTION, set on NEW's run only: the same case on both sides), two repeats
     each. Mann-Whitney on 2 vs 2 repeats could not see it (p >= 0.33); the two-level test
     must, unless the machine was busy, which it then says."""
