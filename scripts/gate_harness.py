@@ -23,8 +23,9 @@ selection of several cases gives several case comparisons per run pair):
   --interleave-rounds -a rounds=4 -b ASV_BENCH`` of HEAD against an empty commit on top of it
   (same code, another hash) in a clone, with asv's configured environment (virtualenv: asv
   builds and installs the commits, so pip must reach the dependencies, or their wheels be
-  cached; ``--interleave-rounds`` refuses ``-E existing``). A false alarm is asv printing
-  "PERFORMANCE DECREASED". A/A only.
+  cached; ``--interleave-rounds`` refuses ``-E existing``). One record per benchmark parameter
+  set; a false alarm is one asv marks ``+`` (slower: it then prints "PERFORMANCE DECREASED"
+  and exits 1). A/A only.
 
 Slowdowns are real extra work on the NEW side (``tests/plugins/slow_steps.py``:
 ``PARABENCH_SLOW_FRACTION``, a busy loop for that fraction of every training iteration's own
@@ -256,10 +257,13 @@ def asv_twin(scratch: Path) -> Iterator[tuple[Path, Path, dict[str, str]]]:
 
 def run_asv(work: Path, args: argparse.Namespace, twin: tuple[Path, Path, dict[str, str]]
             ) -> list[dict[str, Any]]:
-    """The asv-gate workflow's command, HEAD~1 (HEAD) against HEAD (its empty twin)."""
+    """The asv-gate workflow's command, HEAD~1 (HEAD) against HEAD (its empty twin), with
+    ``--no-only-changed`` so asv's table lists every benchmark (output only: the decision is
+    the workflow's): one record per benchmark parameter set, flagged where asv marks it
+    ``+`` (worse)."""
     clone, conf, env = twin
     cmd = [sys.executable, "-m", "asv", "--config", str(conf), "continuous",
-           "--interleave-rounds", "-a", f"rounds={args.asv_rounds}",
+           "--interleave-rounds", "-a", f"rounds={args.asv_rounds}", "--no-only-changed",
            "--factor", str(1 + args.threshold), "-b", args.asv_bench, "HEAD~1", "HEAD"]
     done = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True, check=False)
     (work / "asv.log").write_text(done.stdout + done.stderr)
@@ -267,9 +271,34 @@ def run_asv(work: Path, args: argparse.Namespace, twin: tuple[Path, Path, dict[s
     if done.returncode not in (0, 1) or (done.returncode == 1 and not worse):
         raise RuntimeError(f"asv continuous failed (exit {done.returncode}); see "
                            f"{work / 'asv.log'}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return [{"case": args.asv_bench, "verdict": "asv: PERFORMANCE DECREASED" if worse
-             else "asv: not decreased", "regressed": worse, "ratio": None, "p": None,
-             "samples": f"{args.asv_rounds} rounds"}]
+    rows = asv_rows(done.stdout)
+    if not rows:  # nothing parsed: asv's one verdict for the whole selection
+        return [{"case": args.asv_bench, "verdict": "asv: PERFORMANCE DECREASED" if worse
+                 else "asv: not decreased", "regressed": worse, "ratio": None, "p": None,
+                 "samples": f"{args.asv_rounds} rounds"}]
+    return [{**row, "p": None, "samples": f"{args.asv_rounds} rounds"} for row in rows]
+
+
+def asv_rows(text: str) -> list[dict[str, Any]]:
+    """The benchmarks of ``asv continuous``'s (github-style) comparison table: ``case`` (the
+    parameters), ``verdict`` (asv's mark and ratio), ``regressed`` (marked ``+``: slower),
+    ``ratio`` (NEW's rate over BASE's: BEFORE's time / AFTER's, as the other modes report)."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or "(" not in cells[4] or cells[0] not in {"+", "-", "", "x", "!", "*"}:
+            continue
+        mark, _, _, ratio, bench = cells
+        params = bench[bench.index("(") + 1 : bench.rindex(")")].replace("'", "")
+        try:
+            value = float(ratio.lstrip("~"))
+        except ValueError:
+            value = None
+        what = {"+": "worse", "-": "better", "x": "failed", "!": "failed", "*": "n/a"}
+        rows.append({"case": params, "regressed": mark == "+",
+                     "verdict": f"asv: {what.get(mark, 'same')} ({ratio or 'n/a'})",
+                     "ratio": 1 / value if value else None})
+    return rows
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, float, int]]:

@@ -252,3 +252,24 @@ def test_paired_records_keep_each_rounds_ratio() -> None:
     assert record["round_ratios"] == [0.9, 0.8, 1.0]
     [unpaired] = h._judge(base, new, 0.10)
     assert unpaired["round_ratios"] is None
+
+
+def test_asv_rows_reads_every_benchmark_of_asvs_table() -> None:
+    """``asv continuous --no-only-changed``'s table (built here as asv builds it: tabulate,
+    github style): one row per parameter set, ``+`` (slower) flagged, the ratio turned into
+    NEW's rate over BASE's."""
+    tabulate = pytest.importorskip("tabulate")
+    name = "bench_methods.Window.time_window"
+    table = tabulate.tabulate(
+        [["+", "6.73±0.8ms", "7.60±0.1ms", "1.13", f"{name}('mlp', 'serial', 'cpu', 1)"],
+         [" ", "70.5±2ms", "75.5±2ms", "1.07", f"{name}('mlp', 'ddp', 'cpu', 2)"],
+         ["-", "10.0±1ms", "8.00±1ms", "~0.80", f"{name}('cnn', 'ddp', 'cpu', 2)"]],
+        headers=["Change", "Before [c8fb8d85] <main~1>", "After [cb4c1dd3] <main>", "Ratio",
+                 "Benchmark (Parameter)"], tablefmt="github")
+    rows = _harness().asv_rows("· Running 2 total benchmarks\n" + table
+                               + "\nSOME BENCHMARKS HAVE CHANGED SIGNIFICANTLY.\n")
+    assert [r["case"] for r in rows] == ["mlp, serial, cpu, 1", "mlp, ddp, cpu, 2",
+                                         "cnn, ddp, cpu, 2"]
+    assert [r["regressed"] for r in rows] == [True, False, False]
+    assert rows[0]["ratio"] == pytest.approx(1 / 1.13) and rows[2]["ratio"] == 1.25
+    assert rows[0]["verdict"] == "asv: worse (1.13)" and rows[1]["verdict"] == "asv: same (1.07)"
