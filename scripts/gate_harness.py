@@ -280,7 +280,8 @@ def run_asv(work: Path, args: argparse.Namespace, twin: tuple[Path, Path, dict[s
 
 
 def asv_rows(text: str) -> list[dict[str, Any]]:
-    """The benchmarks of ``asv continuous``'s (github-style) comparison table: ``case`` (the
+    """The benchmarks run in ``asv continuous``'s (github-style) comparison table (it lists
+    every parameter set; those not selected read n/a on both sides): ``case`` (the
     parameters), ``verdict`` (asv's mark and ratio), ``regressed`` (marked ``+``: slower),
     ``ratio`` (NEW's rate over BASE's: BEFORE's time / AFTER's, as the other modes report)."""
     rows = []
@@ -288,7 +289,9 @@ def asv_rows(text: str) -> list[dict[str, Any]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 5 or "(" not in cells[4] or cells[0] not in {"+", "-", "", "x", "!", "*"}:
             continue
-        mark, _, _, ratio, bench = cells
+        mark, before, after, ratio, bench = cells
+        if before == after == "n/a":  # a parameter set -b did not select: listed, not run
+            continue
         params = bench[bench.index("(") + 1 : bench.rindex(")")].replace("'", "")
         try:
             value = float(ratio.lstrip("~"))

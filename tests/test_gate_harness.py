@@ -257,13 +257,15 @@ def test_paired_records_keep_each_rounds_ratio() -> None:
 def test_asv_rows_reads_every_benchmark_of_asvs_table() -> None:
     """``asv continuous --no-only-changed``'s table (built here as asv builds it: tabulate,
     github style): one row per parameter set, ``+`` (slower) flagged, the ratio turned into
-    NEW's rate over BASE's."""
+    NEW's rate over BASE's; the parameter sets ``-b`` did not select (n/a on both sides, as
+    asv lists them) are left out."""
     tabulate = pytest.importorskip("tabulate")
     name = "bench_methods.Window.time_window"
     table = tabulate.tabulate(
         [["+", "6.73±0.8ms", "7.60±0.1ms", "1.13", f"{name}('mlp', 'serial', 'cpu', 1)"],
          [" ", "70.5±2ms", "75.5±2ms", "1.07", f"{name}('mlp', 'ddp', 'cpu', 2)"],
-         ["-", "10.0±1ms", "8.00±1ms", "~0.80", f"{name}('cnn', 'ddp', 'cpu', 2)"]],
+         ["-", "10.0±1ms", "8.00±1ms", "~0.80", f"{name}('cnn', 'ddp', 'cpu', 2)"],
+         [" ", "n/a", "n/a", "n/a", f"{name}('vgg11', 'tp', 'cuda', 2)"]],  # not selected
         headers=["Change", "Before [c8fb8d85] <main~1>", "After [cb4c1dd3] <main>", "Ratio",
                  "Benchmark (Parameter)"], tablefmt="github")
     rows = _harness().asv_rows("· Running 2 total benchmarks\n" + table
