@@ -66,6 +66,8 @@ SELECTION = ["--workload", "mlp", "--method", "serial_slow", "--profile", "tiny"
              "--epochs", "1"]
 #: asv's cheap selection, the one the asv workflow gates pull requests with
 ASV_BENCH = r"Window\.time_window\('mlp', '(serial', 'cpu', 1|ddp', 'cpu', 2)\)"
+#: asv compare's change marks (a blank one: the same)
+ASV_MARKS = {"+": "worse", "-": "better", "x": "failed", "!": "failed", "*": "n/a"}
 SLOWDOWNS = (0.05, 0.10, 0.20)
 RECORDS, TABLE = "gate_records.jsonl", "gate_table.md"
 #: what a slowdown of f stretches (``settings["plant"]``): "iteration", each training
@@ -287,7 +289,7 @@ def asv_rows(text: str) -> list[dict[str, Any]]:
     rows = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 5 or "(" not in cells[4] or cells[0] not in {"+", "-", "", "x", "!", "*"}:
+        if len(cells) != 5 or "(" not in cells[4] or cells[0] not in {"", *ASV_MARKS}:
             continue
         mark, before, after, ratio, bench = cells
         if before == after == "n/a":  # a parameter set -b did not select: listed, not run
@@ -297,9 +299,8 @@ def asv_rows(text: str) -> list[dict[str, Any]]:
             value = float(ratio.lstrip("~"))
         except ValueError:
             value = None
-        what = {"+": "worse", "-": "better", "x": "failed", "!": "failed", "*": "n/a"}
         rows.append({"case": params, "regressed": mark == "+",
-                     "verdict": f"asv: {what.get(mark, 'same')} ({ratio or 'n/a'})",
+                     "verdict": f"asv: {ASV_MARKS.get(mark, 'same')} ({ratio or 'n/a'})",
                      "ratio": 1 / value if value else None})
     return rows
 
@@ -318,8 +319,9 @@ def pending(todo: Iterable[tuple[str, float, int]], done: set[tuple], condition:
             ) -> list[tuple[str, float, int]]:
     """The planned comparisons not yet recorded under ``condition`` with today's plant (a
     slowdown recorded through the first plant is measured again)."""
-    return [t for t in todo
-            if (t[0], condition, t[1], t[2], PLANT if t[1] else "-") not in done]
+    return [t for t in todo if record_key({"mode": t[0], "condition": condition, "slowdown": t[1],
+                                           "index": t[2], "settings": {"plant": PLANT}})
+            not in done]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -49,7 +49,7 @@ def _steps(slowdown, n: int = 20, fetch_s: float = 0.0) -> float:  # noqa: ANN00
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    slowdown.install(model, opt)
+    slowdown.install(opt)
     x = torch.randn(32, 16)
     started = time.perf_counter()
     slowdown.begin()

@@ -18,7 +18,7 @@ The fraction is read from the environment, not from a method option, on purpose:
 are part of a case's identity (``parabench compare`` matches cases by it), and a regression
 is a change of code, not of the case. So the gate harness (``scripts/gate_harness.py``) runs
 the same case, ``serial_slow``, on both sides and sets the variable on the NEW side only;
-with fraction 0 ``serial_slow`` is serial plus two no-op hooks.
+with fraction 0 ``serial_slow`` is serial plus a no-op optimizer hook.
 
 The plugin's own counter: ``PARABENCH_SLOW_COUNTER_DIR=DIR`` makes every training process
 write ``DIR/<pid>.json`` (``steps``, ``step_s``: the iterations' own seconds, ``extra_s``:
@@ -54,38 +54,33 @@ class Slowdown:
         if not 0 <= self.fraction < 10 or self.mode not in MODES:
             raise ValueError(f"{FRACTION_ENV} must be in [0, 10) and {MODE_ENV} one of "
                              f"{', '.join(MODES)}; got {self.fraction}, {self.mode!r}")
-        # wall seconds for both: the iteration's own, and the extra work's (a spin keeps the
-        # core busy meanwhile). Under load both stretch alike, so the plant stays f of the
-        # iteration; a spin timed by CPU seconds would miss other threads' share of the step.
-        self._clock = time.perf_counter
-        self.started: float | None = None  # the current iteration's start
+        # wall seconds (perf_counter) for both the iteration and the extra work (a spin keeps
+        # the core busy meanwhile): under load both stretch alike, so the plant stays f of the
+        # iteration; a spin timed by CPU seconds would miss other threads' share of the step
+        self.started: float | None = None  # the current iteration's start; None: not training
         self.steps, self.step_s, self.extra_s, self.spins = 0, 0.0, 0.0, 0
 
     def begin(self) -> None:
         """A training call starts: its first iteration is timed from here (not from the
-        previous call's last step, with evaluation in between)."""
-        self.started = self._clock()
+        previous call's last step, with evaluation in between). Steps before any begin() get
+        no extra work."""
+        self.started = time.perf_counter()
 
-    def install(self, model: Any, optimizer: Any) -> None:
-        model.register_forward_pre_hook(self._forward)
+    def install(self, optimizer: Any) -> None:
         optimizer.register_step_post_hook(self._after_step)
-
-    def _forward(self, module: Any, args: Any) -> None:
-        if module.training and self.started is None:  # no begin(): time from the forward
-            self.started = self._clock()
 
     def _after_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self.started is None:
             return
-        now = self._clock()
+        now = time.perf_counter()
         own = now - self.started
         target, spins = own * self.fraction, 0
         if target > 0 and self.mode == "sleep":
             time.sleep(target)
         elif target > 0:
-            while self._clock() - now < target:  # busy: real CPU work
+            while time.perf_counter() - now < target:  # busy: real CPU work
                 spins += 1
-        end = self._clock()
+        end = time.perf_counter()
         self.steps += 1
         self.step_s += own
         self.extra_s += end - now if target > 0 else 0.0
@@ -108,7 +103,7 @@ class SlowSerialSession(SerialTorchSession):
     def start(self) -> None:
         super().start()
         self.slowdown = Slowdown()
-        self.slowdown.install(self.loop.model, self.loop.optimizer)
+        self.slowdown.install(self.loop.optimizer)
 
     def train(self, epoch: int, indices: Any = None, span: Any = None) -> EpochStats:
         self.slowdown.begin()
@@ -130,15 +125,12 @@ class SlowSerial(Serial):
 
 
 class SlowDDPProgram(DDPProgram):
-    def wrap(self, model: Any) -> Any:
-        self.slowdown = Slowdown()
-        self._slow_model = model
-        return super().wrap(model)
+    slowdown: Slowdown | None = None
 
     def _train(self, run: Any, weighted: bool = True) -> EpochStats:
-        if not getattr(self, "_slow_installed", False):  # the loop exists after wrap
-            self.slowdown.install(self._slow_model, self.loop.optimizer)
-            self._slow_installed = True
+        if self.slowdown is None:  # the first training call: the loop's optimizer exists
+            self.slowdown = Slowdown()
+            self.slowdown.install(self.loop.optimizer)
         self.slowdown.begin()
         stats = super()._train(run, weighted)
         self.slowdown.dump()
