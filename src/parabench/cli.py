@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from parabench.case.target import DEFAULT as DEFAULT_TARGET
-from parabench.case.target import DEFAULT_MAX_EPOCHS
+from parabench.case.target import DEFAULT_MAX_EPOCHS, default_max_epochs
 from parabench.cli_types import (
     batch,
     bool_value,
@@ -100,7 +100,15 @@ def _epochs(args: argparse.Namespace) -> int:
         raise UsageError("--epochs N trains exactly N epochs, --target-quality stops when "
                          "the target is reached; give its cap as --max-epochs N "
                          f"(default {DEFAULT_MAX_EPOCHS})")
-    return args.max_epochs or DEFAULT_MAX_EPOCHS
+    if args.max_epochs is not None:
+        return args.max_epochs
+    from parabench.registry import workloads
+
+    return default_max_epochs(args.workload or workloads.names(), _profile(args))
+
+
+def _profile(args: argparse.Namespace) -> str:
+    return args.profile or (COVERAGE_PROFILE if _coverage(args) else FULL_PROFILE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "workload and profile (quality_targets.json; else 0.97 x its "
                         "quick-profile quality, said so)")
     p.add_argument("--max-epochs", type=positive_int, default=None,
-                   help=f"with --target-quality: most epochs a case trains "
-                        f"(default: {DEFAULT_MAX_EPOCHS})")
+                   help=f"with --target-quality: most epochs a case trains (default: "
+                        f"{DEFAULT_MAX_EPOCHS}, or the longest epoch budget of the selected "
+                        f"workloads' measured targets)")
     p.add_argument("--profile", type=choice(PROFILES), default=None,
                    help=f"data/model size: tiny, quick, full (default: {FULL_PROFILE}; "
                         f"{COVERAGE_PROFILE} for the coverage grid)")
@@ -280,8 +289,8 @@ def grid_from(args: argparse.Namespace) -> Grid:
     grid = Grid(
         workloads=args.workload, methods=args.method, devices=args.device,
         workers=args.workers, batch_sizes=args.batch_size, epochs=_epochs(args),
-        profile=args.profile or (COVERAGE_PROFILE if _coverage(args) else FULL_PROFILE),
-        coverage=_coverage(args), repeats=args.repeats, seed=args.seed, timeout_s=args.timeout,
+        profile=_profile(args), coverage=_coverage(args), repeats=args.repeats, seed=args.seed,
+        timeout_s=args.timeout,
         target_quality=args.target_quality,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args), steps=args.steps, windows=args.windows,

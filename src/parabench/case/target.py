@@ -67,6 +67,16 @@ DEFAULT = "default"
 EVALS_PER_EPOCH = 8
 
 
+def default_max_epochs(names: list[str], profile: str) -> int:
+    """``--max-epochs``'s default for a run of the workloads ``names`` at ``profile``:
+    :data:`DEFAULT_MAX_EPOCHS`, or the longest epoch budget of their measured targets where
+    that is longer, so a statistical case can train on to its budget for the converged check
+    (:func:`hold_epochs`)."""
+    budgets = [entry.epochs for name in names
+               if (entry := quality_target(name, profile)) is not None]
+    return max([DEFAULT_MAX_EPOCHS, *budgets])
+
+
 def fallback_target(workload: Workload) -> float:
     """0.97 x serial's quick-profile quality (reference / 0.97 when lower is better)."""
     ref = workload.reference_quality
