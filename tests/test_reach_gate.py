@@ -164,13 +164,13 @@ def test_a_held_run_is_evaluated_at_epoch_ends_only_once_past_the_target() -> No
 
 def test_the_stated_loss_is_what_serials_curves_miss() -> None:
     """Independently of reach_power: each seed's best from the shipped curves, shifted down by
-    the stated loss, misses the target in at least 9 of 10 seeds (the 95th percentile of 10),
-    half that loss in far fewer, and serial itself reaches it in the seeds the power names."""
+    the stated loss, misses the target in at least 90 % of the seeds (the 95th percentile of
+    10 or 20), half that loss in far fewer, and serial itself reaches it in the seeds the power names."""
     for workload in ("cnn", "mlp", "nbow"):
         entry = json.loads(TABLE.read_text())["entries"][workload]["tiny"]
         bests = np.array([max(c) for c in entry["curves"]])
         power = reach_power(workload, "tiny", entry["target"])
-        assert power is not None and power.seeds == len(bests) == 10
+        assert power is not None and power.seeds == len(bests) == len(entry["seeds"]) >= 10
         assert power.sound == int((bests >= entry["target"]).sum())
         missed = ((bests - power.loss - 1e-9) < entry["target"]).mean()
         assert missed >= 0.9, workload

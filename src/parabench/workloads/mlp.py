@@ -7,6 +7,14 @@ Usage::
 
 Two hidden ReLU layers; SGD with momentum; quality is held-out accuracy (chance is
 1 / classes). The serial baseline beats chance clearly after one tiny-profile epoch.
+
+The data are the same at every ``--seed`` (drawn by :data:`DATA_SEED`); the seed draws the
+initial weights and the batch order. So serial's seed-to-seed spread is its training's, which
+is what a statistical method's quality gate must tell a loss from: when each seed also drew
+another dataset, how hard the draw was made half of mlp tiny's converged spread, and with
+its 512 held-out rows the binomial noise made most of the rest (the gate was blind to losses
+under 0.09). Tiny holds out 8,192 rows for the same reason; its 2,048 training rows are as
+many as before.
 """
 
 from __future__ import annotations
@@ -15,41 +23,43 @@ from typing import TYPE_CHECKING, ClassVar
 
 from parabench.registry import workloads
 from parabench.workload import Dataset, TorchWorkload, no_real_data
-from parabench.workloads.tabular import tabular_classification, tabular_train_size
+from parabench.workloads.tabular import tabular_classification
 
 if TYPE_CHECKING:
     import torch
 
-# profile -> (samples, features, classes); hidden width is 2 x features, within [64, 1024]
-SIZES: dict[str, tuple[int, int, int]] = {
-    "tiny": (2_560, 32, 4),
-    "quick": (25_000, 128, 10),
-    "full": (120_000, 784, 10),
+# profile -> (training rows, held-out rows, features, classes); the hidden width is
+# 2 x features, within [64, 1024]
+SIZES: dict[str, tuple[int, int, int, int]] = {
+    "tiny": (2_048, 8_192, 32, 4),
+    "quick": (20_000, 5_000, 128, 10),
+    "full": (96_000, 24_000, 784, 10),
 }
+#: the seed of the data draw, whatever the run's seed (module docstring)
+DATA_SEED = 0
 
 
 @workloads.register
 class MLP(TorchWorkload):
     #: std of serial's held-out accuracy over seeds 0-4 (3 epochs, batch 64, 1 thread),
     #: measured for the fedavg parity tests; sets the statistical parity margin
-    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.018, "quick": 0.014}
+    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.016, "quick": 0.012}
     name: ClassVar[str] = "mlp"
     tiny_epoch_guess_s: ClassVar[float | None] = 0.5
     smoke_rank: ClassVar[int | None] = 0
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
-    reference_quality: ClassVar[float | None] = 0.78
+    reference_quality: ClassVar[float | None] = 0.80
     description: ClassVar[str] = "PyTorch MLP classifier, synthetic tabular data"
     lr: ClassVar[float] = 0.02
 
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
         no_real_data(self.name, data_dir)
-        samples, features, classes = SIZES[profile]
-        return tabular_classification(
-            n_samples=samples, n_features=features, n_classes=classes, seed=seed
-        )
+        train, held_out, features, classes = SIZES[profile]
+        return tabular_classification(n_samples=train + held_out, n_held_out=held_out,
+                                      n_features=features, n_classes=classes, seed=DATA_SEED)
 
     def train_size(self, profile: str) -> int | None:
-        return tabular_train_size(SIZES[profile][0])
+        return SIZES[profile][0]
 
     def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
         import torch

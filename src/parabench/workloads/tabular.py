@@ -6,24 +6,19 @@ Usage::
 
 Built on ``sklearn.datasets.make_classification``: informative features drawn from class
 clusters on hypercube vertices, so a model can really learn it and chance is ``1/n_classes``.
-The held-out 20 % is split off with the same seed (stratified), so it is never trained on.
+The held-out 20 % (or ``n_held_out`` rows) is split off with the same seed (stratified), so it
+is never trained on.
 The arrays are kept in :mod:`parabench.cache`: a case then starts without importing scikit-learn.
 """
 
 from __future__ import annotations
 
-import math
 from importlib.metadata import version
 
 import numpy as np
 
 from parabench.cache import cached_arrays
 from parabench.workload import Dataset
-
-
-def tabular_train_size(n_samples: int, test_fraction: float = 0.2) -> int:
-    """Training rows :func:`tabular_classification` keeps (sklearn rounds the test part up)."""
-    return n_samples - math.ceil(test_fraction * n_samples)
 
 
 def tabular_classification(
@@ -34,21 +29,25 @@ def tabular_classification(
     seed: int,
     n_informative: int | None = None,
     test_fraction: float = 0.2,
+    n_held_out: int | None = None,
     dtype: type = np.float32,
 ) -> Dataset:
+    """``n_samples`` rows drawn by ``seed``; ``n_held_out`` of them held out (default: the
+    ``test_fraction``, rounded up)."""
+    held_out = n_held_out if n_held_out is not None else test_fraction
     key = {"n_samples": n_samples, "n_features": n_features, "n_classes": n_classes, "seed": seed,
-           "n_informative": n_informative, "test_fraction": test_fraction,
+           "n_informative": n_informative, "test_fraction": held_out,
            "dtype": np.dtype(dtype).str, "sklearn": version("scikit-learn"),
            "numpy": np.__version__}
     arrays = cached_arrays("tabular", key, lambda: _draw(
         n_samples=n_samples, n_features=n_features, n_classes=n_classes, seed=seed,
-        n_informative=n_informative, test_fraction=test_fraction, dtype=dtype,
+        n_informative=n_informative, held_out=held_out, dtype=dtype,
     ), sources=[__file__])
     return Dataset(**arrays, n_classes=n_classes)
 
 
 def _draw(*, n_samples: int, n_features: int, n_classes: int, seed: int,
-          n_informative: int | None, test_fraction: float, dtype: type) -> dict[str, np.ndarray]:
+          n_informative: int | None, held_out: float | int, dtype: type) -> dict[str, np.ndarray]:
     from sklearn.datasets import make_classification
     from sklearn.model_selection import train_test_split
 
@@ -65,7 +64,7 @@ def _draw(*, n_samples: int, n_features: int, n_classes: int, seed: int,
         random_state=seed,
     )
     x_tr, x_te, y_tr, y_te = train_test_split(
-        x.astype(dtype), y.astype(np.int64), test_size=test_fraction, random_state=seed, stratify=y
+        x.astype(dtype), y.astype(np.int64), test_size=held_out, random_state=seed, stratify=y
     )
     return {"x_train": np.ascontiguousarray(x_tr), "y_train": y_tr,
             "x_test": np.ascontiguousarray(x_te), "y_test": y_te}
