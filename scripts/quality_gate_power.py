@@ -19,7 +19,9 @@ wrong labels; real training, no figure edited):
    target table's epoch budget (``--epochs E``, 1 worker, 1 thread, as the table was
    measured) for ``--scan-seeds`` seeds; the first fraction whose median last-epoch quality is
    at least ``--drop`` (0.03) below the table's serial median is the *lossy* fraction;
-2. **gate**: for every seed, ``parabench run --method serial,serial_flip --target-quality``
+2. **gate**: for every seed (``--seeds`` of them from ``--first-seed``; by default those after
+   the table's, so no gate run repeats a run the table was measured on; the scan's too),
+   ``parabench run --method serial,serial_flip --target-quality``
    (the measured default target) with no labels flipped (a sound method: it must pass) and
    at the lossy fraction (it must fail), as a user runs it; the verdict is read from the
    results file (with each run's converged quality and whether it reached the target, so the
@@ -76,7 +78,7 @@ def last_quality(rows: list[dict[str, Any]], method: str) -> float:
 
 
 def scan(out: Path, workload: str, profile: str, entry: dict[str, Any],
-         fractions: list[float], seeds: int, drop: float) -> tuple[float | None, list[dict]]:
+         fractions: list[float], seeds: range, drop: float) -> tuple[float | None, list[dict]]:
     """The smallest fraction costing at least ``drop`` of serial's median converged quality."""
     sign = 1 if entry["higher_is_better"] else -1
     rows = []
@@ -84,7 +86,7 @@ def scan(out: Path, workload: str, profile: str, entry: dict[str, Any],
         values = [last_quality(run(out, f"scan-f{fraction}-s{s}", [
             "--workload", workload, "--method", "serial_flip", "--workers", "1", "--threads",
             "1", "--profile", profile, "--epochs", str(entry["epochs"]), "--seed", str(s)],
-            fraction), "serial_flip") for s in range(seeds)]
+            fraction), "serial_flip") for s in seeds]
         loss = sign * (entry["median"] - statistics.median(values))
         rows.append({"fraction": fraction, "values": values, "loss": loss})
         print(f"scan: {fraction:.1%} of labels flipped: {entry['epochs']} epochs -> median "
@@ -104,11 +106,11 @@ def verdict(rows: list[dict[str, Any]], method: str) -> dict[str, Any]:
             "quality": row["quality"]["value"]}
 
 
-def gate(out: Path, workload: str, profile: str, seeds: int, fraction: float,
+def gate(out: Path, workload: str, profile: str, seeds: range, fraction: float,
          fedavg: bool, sound: bool = True) -> dict[str, Any]:
     common = ["--workload", workload, "--profile", profile, "--target-quality"]
     runs: dict[str, list[dict[str, Any]]] = {"sound": [], "lossy": [], "fedavg": []}
-    for s in range(seeds):
+    for s in seeds:
         for kind, f in (("sound", 0.0), ("lossy", fraction))[0 if sound else 1:]:
             rows = run(out, f"gate-f{f}-s{s}", [*common, "--method", "serial,serial_flip",
                                                  "--workers", "1", "--threads", "1",
@@ -129,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", default="cnn")
     p.add_argument("--profile", default="tiny")
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--first-seed", type=int, default=None,
+                   help="default: the first seed after the target table's, so no gate run "
+                        "repeats a run the table was measured on")
     p.add_argument("--scan-seeds", type=int, default=5)
     p.add_argument("--fractions", default="0.1,0.125,0.15,0.175,0.2,0.3,0.4,0.5,0.6,0.8")
     p.add_argument("--drop", type=float, default=0.03)
@@ -145,20 +150,22 @@ def main(argv: list[str] | None = None) -> int:
     entry = table().get(args.workload, {}).get(args.profile)
     if entry is None:
         p.error(f"no measured target for {args.workload} at {args.profile}")
+    first = max(entry["seeds"]) + 1 if args.first_seed is None else args.first_seed
     started, load = datetime.now(timezone.utc), os.getloadavg()[0]
     fraction, scanned = scan(runs_dir, args.workload, args.profile, entry,
-                             [float(f) for f in args.fractions.split(",")], args.scan_seeds,
-                             args.drop)
+                             [float(f) for f in args.fractions.split(",")],
+                             range(first, first + args.scan_seeds), args.drop)
     if fraction is None:
         print(f"no fraction costs {args.drop} of serial's quality: nothing lossy to gate")
         return 1
-    runs = gate(runs_dir, args.workload, args.profile, args.seeds, fraction, args.fedavg,
-                args.sound)
+    runs = gate(runs_dir, args.workload, args.profile, range(first, first + args.seeds),
+                fraction, args.fedavg, args.sound)
     rates = {kind: {"passed": sum(r["status"] == "ok" for r in rs), "runs": len(rs),
                     "reached": sum(bool(r["reached"]) for r in rs)}
              for kind, rs in runs.items() if rs}
     blind = {r["blind"] for rs in runs.values() for r in rs}
     record = {"workload": args.workload, "profile": args.profile, "target": entry["target"],
+              "table_seeds": entry["seeds"], "seeds": [first, first + args.seeds - 1],
               "serial_median": entry["median"], "lossy_fraction": fraction,
               "drop": args.drop, "scan": scanned, "rates": rates, "stated_blind": sorted(
                   b for b in blind if b is not None), "runs": runs,

@@ -5,13 +5,16 @@ Usage::
     python scripts/quality_targets.py --profile tiny                    # every workload, 10 seeds
     python scripts/quality_targets.py --profile tiny --workload mlp,cnn
     python scripts/quality_targets.py --profile tiny --workload cnn --seeds 3 --dry-run
-    python scripts/quality_targets.py --profile quick --epochs 8 --workload mlp
+    python scripts/quality_targets.py --profile tiny --epochs 24 --seeds 20 --workload mlp
 
 For each workload it runs ``serial`` (1 worker, 1 thread) once per seed through the real
 harness (:func:`parabench.sweep.run.run_grid`: each case isolated, as ``parabench run``
 does), for the profile's epoch budget (:data:`BUDGET`: 8 epochs at every profile, below the
 CLI's default ``--max-epochs``, so the default target run can reach what is measured here; an
-estimator, which refits the same model every epoch, is measured at 1 epoch: one fit). Each
+estimator, which refits the same model every epoch, is measured at 1 epoch: one fit). Where 8
+epochs are not yet a plateau, measure it with a longer ``--epochs`` (mlp tiny: 24): the entry
+records its budget, and ``parabench run``'s default ``--max-epochs`` rises to it for that
+workload. Each
 case runs in time-to-target mode against an unreachable target, so it evaluates held-out
 quality during every epoch: the per-seed curves (each epoch's last evaluation) are kept, to
 show whether the budget reached a plateau.

@@ -165,7 +165,8 @@ def test_a_held_run_is_evaluated_at_epoch_ends_only_once_past_the_target() -> No
 def test_the_stated_loss_is_what_serials_curves_miss() -> None:
     """Independently of reach_power: each seed's best from the shipped curves, shifted down by
     the stated loss, misses the target in at least 90 % of the seeds (the 95th percentile of
-    10 or 20), half that loss in far fewer, and serial itself reaches it in the seeds the power names."""
+    10 or 20), half that loss in far fewer, and serial itself reaches it in the seeds the power
+    names."""
     for workload in ("cnn", "mlp", "nbow"):
         entry = json.loads(TABLE.read_text())["entries"][workload]["tiny"]
         bests = np.array([max(c) for c in entry["curves"]])

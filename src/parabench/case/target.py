@@ -33,10 +33,11 @@ updates count towards the quality), with ``startup_s`` reported beside it, never
 
 The default target of a workload is measured (:mod:`parabench.workloads.targets`): serial's
 reliable quality at the case's profile, the 10th percentile over seeds of its quality after
-an 8-epoch budget (90th for a lower-is-better metric). Where none was measured (a plugin's
-workload, an unmeasured profile) it falls back to :data:`TARGET_FRACTION` of the quality
-serial reaches at the quick profile in 3 epochs (``Workload.reference_quality``; divided by
-the fraction when lower is better), and the case's progress and ``target_source`` say so.
+the table's epoch budget (8 epochs; 24 for mlp tiny) (90th for a lower-is-better metric).
+Where none was measured (a plugin's workload, an unmeasured profile) it falls back to
+:data:`TARGET_FRACTION` of the quality serial reaches at the quick profile in 3 epochs
+(``Workload.reference_quality``; divided by the fraction when lower is better), and the
+case's progress and ``target_source`` say so.
 
 Estimator workloads refit the same seeded forest each epoch, so their quality cannot improve
 over epochs: the first fit either reaches the target or the case stops there with "not
