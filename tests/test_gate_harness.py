@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "tests" / "plugins"
 
 
-def _harness():  # noqa: ANN202 - the script's module
-    spec = importlib.util.spec_from_file_location("gate_harness",
-                                                  ROOT / "scripts" / "gate_harness.py")
+def _harness(name: str = "gate_harness"):  # noqa: ANN202 - the script's module
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -268,7 +267,7 @@ def test_asv_rows_reads_every_benchmark_of_asvs_table() -> None:
          [" ", "n/a", "n/a", "n/a", f"{name}('vgg11', 'tp', 'cuda', 2)"]],  # not selected
         headers=["Change", "Before [c8fb8d85] <main~1>", "After [cb4c1dd3] <main>", "Ratio",
                  "Benchmark (Parameter)"], tablefmt="github")
-    rows = _harness().asv_rows("· Running 2 total benchmarks\n" + table
+    rows = _harness("gate_asv").asv_rows("· Running 2 total benchmarks\n" + table
                                + "\nSOME BENCHMARKS HAVE CHANGED SIGNIFICANTLY.\n")
     assert [r["case"] for r in rows] == ["mlp, serial, cpu, 1", "mlp, ddp, cpu, 2",
                                          "cnn, ddp, cpu, 2"]
