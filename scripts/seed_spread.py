@@ -14,8 +14,9 @@ the sample standard deviation (ddof 1) of the held-out quality, with the per-see
 seeds, the epochs, and the command and date that produced it, in
 ``src/parabench/workloads/seed_spread.json`` under its workload, profile and epochs. Entries
 not measured by this invocation are kept as they were. Statistical parity reads this table
-(:mod:`parabench.workloads.spread`). The seed changes both the data draw and the model's
-initial weights and order, so the spread is what "running another seed" moves quality by.
+(:mod:`parabench.workloads.spread`). The seed changes the model's initial weights and the
+batch order, and the data draw where the workload seeds it (mlp draws one dataset for every
+seed), so the spread is what "running another seed" moves quality by.
 
 Not a timing: the machine's load does not matter, only the qualities are used.
 """

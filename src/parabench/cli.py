@@ -176,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{COVERAGE_PROFILE} for the coverage grid)")
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="repeats per case (default: 1)")
-    p.add_argument("--seed", type=int, default=0, help="data and model seed (default: 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="model, batch-order and data seed (mlp's data are the same at "
+                        "every seed) (default: 0)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="per-case timeout in seconds (default: 600)")
     p.add_argument("--out", default="results.jsonl",

@@ -10,11 +10,10 @@ Two hidden ReLU layers; SGD with momentum; quality is held-out accuracy (chance 
 
 The data are the same at every ``--seed`` (drawn by :data:`DATA_SEED`); the seed draws the
 initial weights and the batch order. So serial's seed-to-seed spread is its training's, which
-is what a statistical method's quality gate must tell a loss from: when each seed also drew
-another dataset, how hard the draw was made half of mlp tiny's converged spread, and with
-its 512 held-out rows the binomial noise made most of the rest (the gate was blind to losses
-under 0.09). Tiny holds out 8,192 rows for the same reason; its 2,048 training rows are as
-many as before.
+is what a statistical method's quality gate must tell a loss from: with a dataset per seed,
+how hard each draw was and the binomial noise of a small held-out set hid losses several
+times larger (``docs/measurements.md``, "The quality gate's power"). Tiny holds out 8,192
+rows for the same reason; it trains on 2,048.
 """
 
 from __future__ import annotations
