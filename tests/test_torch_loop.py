@@ -69,8 +69,9 @@ def test_result_records_flops_components_and_options() -> None:
     r = execute(RunConfig(workload="mlp", method="serial", profile="tiny", epochs=2,
                           options={"precision": "bf16", "num_workers": 1}))
     assert r.status == "ok", r.reason
-    # mlp tiny: 32 -> 64 -> 64 -> 4; forward 2*(32*64 + 64*64 + 64*4) per sample, backward 2x
-    forward = 2 * (32 * 64 + 64 * 64 + 64 * 4)
+    # mlp tiny: 32 -> 256 -> 256 -> 4; forward 2*(32*256 + 256*256 + 256*4) per sample,
+    # backward 2x
+    forward = 2 * (32 * 256 + 256 * 256 + 256 * 4)
     assert r.flops_per_sample == pytest.approx(3 * forward, rel=0.35)
     assert set(r.components) == {"data", "forward", "backward", "optimizer", "other"}
     assert all(len(v) == 2 for v in r.components.values())

@@ -25,8 +25,9 @@ import numpy as np
 
 
 def _mlp(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
-    features = shape[0]
-    hidden = min(1024, max(64, 2 * features))  # as parabench.workloads.mlp
+    from parabench.workloads.mlp import hidden_width
+
+    hidden = hidden_width(shape[0])
     return keras.Sequential([
         keras.Input(shape=shape),
         keras.layers.Dense(hidden, activation="relu"),

@@ -5,15 +5,17 @@ Usage::
     parabench run --method serial --workload mlp --profile tiny
     parabench run --method serial,ddp --workload mlp --workers 2 --profile quick
 
-Two hidden ReLU layers; SGD with momentum; quality is held-out accuracy (chance is
-1 / classes). The serial baseline beats chance clearly after one tiny-profile epoch.
+Two hidden ReLU layers (:func:`hidden_width`: 256 wide at tiny and quick, 1,024 at full);
+SGD with momentum; quality is held-out accuracy (chance is 1 / classes). The serial baseline
+beats chance clearly after one tiny-profile epoch.
 
 The data are the same at every ``--seed`` (drawn by :data:`DATA_SEED`); the seed draws the
 initial weights and the batch order. So serial's seed-to-seed spread is its training's, which
 is what a statistical method's quality gate must tell a loss from: with a dataset per seed,
 how hard each draw was and the binomial noise of a small held-out set hid losses several
 times larger (``docs/measurements.md``, "The quality gate's power"). Tiny holds out 8,192
-rows for the same reason; it trains on 2,048.
+rows for the same reason; it trains on 2,048. Its hidden layers are 256 wide, not 64, for the
+same reason too: a narrow network lands on more varied solutions from seed to seed.
 """
 
 from __future__ import annotations
@@ -28,21 +30,29 @@ if TYPE_CHECKING:
     import torch
 
 # profile -> (training rows, held-out rows, features, classes); the hidden width is
-# 2 x features, within [64, 1024]
+# hidden_width(features)
 SIZES: dict[str, tuple[int, int, int, int]] = {
     "tiny": (2_048, 8_192, 32, 4),
     "quick": (20_000, 5_000, 128, 10),
     "full": (96_000, 24_000, 784, 10),
 }
+#: the narrowest hidden layer (tiny's): narrower ones land on more varied solutions, so
+#: serial's converged quality varies more over seeds and the quality gate sees less
+MIN_HIDDEN = 256
 #: the seed of the data draw, whatever the run's seed (module docstring)
 DATA_SEED = 0
+
+
+def hidden_width(features: int) -> int:
+    """Both hidden layers' width: 2 x features, within [MIN_HIDDEN, 1024] (tiny: 256)."""
+    return min(1024, max(MIN_HIDDEN, 2 * features))
 
 
 @workloads.register
 class MLP(TorchWorkload):
     #: std of serial's held-out accuracy over seeds 0-4 (3 epochs, batch 64, 1 thread),
     #: measured for the fedavg parity tests; sets the statistical parity margin
-    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.016, "quick": 0.012}
+    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.007, "quick": 0.012}
     name: ClassVar[str] = "mlp"
     tiny_epoch_guess_s: ClassVar[float | None] = 0.5
     smoke_rank: ClassVar[int | None] = 0
@@ -65,7 +75,7 @@ class MLP(TorchWorkload):
         from torch import nn
 
         features = data.x_train.shape[1]
-        hidden = min(1024, max(64, 2 * features))
+        hidden = hidden_width(features)
         torch.manual_seed(seed)
         return nn.Sequential(
             nn.Linear(features, hidden),
