@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from parabench.workloads.mlp import hidden_width
+
 
 def _mlp(keras: Any, shape: tuple[int, ...], classes: int) -> Any:
-    from parabench.workloads.mlp import hidden_width
-
     hidden = hidden_width(shape[0])
     return keras.Sequential([
         keras.Input(shape=shape),
