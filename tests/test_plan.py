@@ -95,3 +95,38 @@ def test_without_coverage_the_plan_is_the_full_product() -> None:
 
     assert {(c.config.workload, c.config.method) for c in full} == {
         (w, m) for w in workloads.names() for m in methods.names()}
+
+
+def test_the_coverage_grid_holds_a_cheap_statistical_workload_to_its_target() -> None:
+    """One tiny epoch leaves fedavg's quality verdict blind to ~0.1 accuracy; the coverage grid
+    runs mlp (where fedavg is) to its measured target and its epoch budget, so fedavg gets the
+    converged check, and leaves the other workloads at their one epoch (vgg11's BatchNorm ddp
+    is statistical too, but its hold is too dear for the default run)."""
+    from parabench.case.target import hold_epochs
+    from parabench.registry import workloads
+    from parabench.sweep.dryrun import guess_epochs, guess_s
+    from parabench.sweep.plan import COVERAGE_HOLD_MAX_S
+    from parabench.workloads.targets import quality_target
+
+    cases = plan(Grid(coverage=True, profile="tiny", epochs=1))
+    mlp = quality_target("mlp", "tiny")
+    held = {c.config.workload for c in cases if c.config.target_quality is not None}
+    assert held == {"mlp"}
+    for c in cases:
+        if c.config.workload == "mlp":  # every row of the workload, so it ranks on one scale
+            assert (c.config.target_quality, c.config.epochs) == (mlp.value, mlp.epochs)
+        else:
+            assert (c.config.target_quality, c.config.epochs) == (None, 1), c.config.label()
+    [fedavg] = [c.config for c in cases if c.config.method == "fedavg"]
+    assert hold_epochs(workloads.get("mlp"), fedavg) == mlp.epochs == guess_epochs(fedavg)
+    [serial] = [c.config for c in cases if c.config.workload == "mlp"
+                and c.config.method == "serial" and c.config.threads == 1]
+    assert 1 < guess_epochs(serial) < mlp.epochs  # serial stops at the target: ~10 epochs
+    [vgg] = [c.config for c in cases if c.config.workload == "vgg11"
+             and c.config.method == "ddp"]
+    budget = quality_target("vgg11", "tiny")
+    assert guess_s(vgg.replace(epochs=budget.epochs, target_quality=budget.value)) \
+        > COVERAGE_HOLD_MAX_S
+    # asked for a target, every workload is held to it, with the run's own epochs
+    asked = plan(Grid(coverage=True, profile="tiny", epochs=24, target_quality=0.5))
+    assert {(c.config.target_quality, c.config.epochs) for c in asked} == {(0.5, 24)}

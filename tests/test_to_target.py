@@ -144,3 +144,21 @@ def test_without_the_mode_the_answer_is_by_samples_per_second() -> None:
     [rec] = recommend(plain)
     assert not rec.target_mode and rec.best.method == "ddp"
     assert "serial's throughput" in describe(rec)[0]
+
+
+def test_tensorflow_methods_derive_from_tf_serial_samples_not_serial() -> None:
+    """In one scope (the default run's mlp) torch serial and the Keras twin reach the target
+    after different samples: tf_multiworker, which computes tf_serial's mathematics, derives
+    from tf_serial's, and serial's own figure is not moved by the twin's."""
+    def renamed(r: Result, method: str) -> Result:
+        return Result.from_dict({**r.to_dict(), "method": method})
+
+    results = [result("serial", 1, 2000.0, 1408),
+               renamed(result("serial", 1, 1000.0, 4096), "tf_serial"),
+               renamed(result("ddp", 2, 900.0, 5000, parity=TRAJECTORY), "tf_multiworker"),
+               result("ddp", 2, 1900.0, 1536, parity=TRAJECTORY)]
+    times = times_to_target(results)
+    by = {k[1]: t for k, t in times.items()}
+    assert by["serial"].samples == 1408 and by["ddp"].samples == 1408
+    assert by["tf_serial"].samples == 4096
+    assert by["tf_multiworker"].how == "derived" and by["tf_multiworker"].samples == 4096

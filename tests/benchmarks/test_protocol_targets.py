@@ -43,6 +43,8 @@ TINY_WALL_S = 15.0
 CI_HALF_PCT = 5.0
 DEFAULT_RUN_S = 600.0
 MAIN_JOB_S = 300.0
+#: the largest loss of accuracy fedavg's quality verdict may be blind to at the default settings
+FEDAVG_BLIND = 0.02
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -134,6 +136,9 @@ def test_the_default_run_takes_minutes(benchmark: Any, tmp_path: Path) -> None:
     assert all(r.parity.detectable_loss is not None for r in ran
                if r.parity.kind == "statistical"), "a statistical verdict without its power"
     assert {r.workload for r in ran} == set(workloads.names())
+    # fedavg (on mlp here) is held to the converged check, which sees a loss of 0.02
+    [fedavg] = [r for r in ran if r.method == "fedavg"]
+    assert fedavg.parity.basis == "target" and fedavg.parity.detectable_loss <= FEDAVG_BLIND
     if not benchmark.disabled:
         assert out["wall"] <= DEFAULT_RUN_S, f"{out['wall']:.0f} s (load before {before:.2f})"
 
@@ -167,5 +172,7 @@ def test_the_main_job_answers_by_time_to_target_in_minutes(benchmark: Any,
         assert r.time_to_target.reached or r.time_to_target.reason
         if r.parity.kind == "statistical":
             assert r.parity.basis == "target" and r.parity.detectable_loss is not None
+        if r.method == "fedavg":
+            assert r.parity.detectable_loss <= FEDAVG_BLIND
     if not benchmark.disabled:
         assert out["wall"] <= MAIN_JOB_S, f"{out['wall']:.0f} s (load before {before:.2f})"

@@ -24,7 +24,8 @@ off the clock, start-up is reported beside it (``startup_s``), never added in.
   Spark, BatchNorm models graded by quality): the median over its runs of each run's
   samples-to-target / that run's samples/s. Serial itself uses the same pooled samples as the
   derived figures (one mathematics, whatever its threads), so a derived configuration and
-  serial differ by their speeds alone.
+  serial differ by their speeds alone. "Serial" is each configuration's own baseline: the
+  TensorFlow methods derive from tf_serial's samples (the Keras twin is another model).
 
 The 95 % interval is on the log scale: the speed part from the two-level estimate over runs
 and windows (:func:`parabench.analysis.levels.log_rate`, the run-to-run prior included), the
@@ -56,6 +57,7 @@ from parabench.analysis.levels import (
 )
 from parabench.analysis.ratios import is_baseline
 from parabench.case.result import Result
+from parabench.identity import baseline_of
 
 #: the most samples a configuration may need, as a multiple of serial's samples-to-target,
 #: and still be recommended
@@ -137,9 +139,10 @@ def _samples_log_var(samples: Sequence[float]) -> float:
     return _within([math.log(s) for s in samples if s > 0], seed=7)
 
 
-def _serial_samples(cands: Sequence, batch: str) -> list[int]:
-    """Samples-to-target of every serial run with this batch that reached the target."""
-    return [s for c in cands if is_baseline(c.method) and c.batch == batch
+def _serial_samples(cands: Sequence, batch: str, baseline: str) -> list[int]:
+    """Samples-to-target of every run of ``baseline`` (serial; tf_serial for the TensorFlow
+    methods: another model's mathematics) with this batch that reached the target."""
+    return [s for c in cands if c.method == baseline and c.batch == batch
             for r in c.results if (s := _ttt_samples(r)) is not None]
 
 
@@ -208,7 +211,7 @@ def to_target(cands: Sequence) -> dict[tuple, ToTarget]:
     mode: its :class:`ToTarget` (candidates without one are left out)."""
     out = {}
     for c in cands:
-        t = _one(c, _serial_samples(cands, c.batch))
+        t = _one(c, _serial_samples(cands, c.batch, baseline_of(c.method)))
         if t is not None:
             out[c.key] = t
     return out

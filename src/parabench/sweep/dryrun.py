@@ -10,7 +10,9 @@ get a guess (:func:`guess_s`), and the total says how many estimates were guesse
 
 At ``tiny`` the guess is declared by the case's method and workload: the method's start-up
 (``Method.startup_guess_s``) plus epochs x the workload's epoch (``Workload.tiny_epoch_guess_s``),
-the epoch stretched when the case uses fewer than 2 cores; one that declares none gets
+the epoch stretched when the case uses fewer than 2 cores (in time-to-target mode, the epochs
+to the target that serial's measured seeds took, or a statistical method's hold:
+:func:`guess_epochs`); one that declares none gets
 :data:`FALLBACK_STARTUP_S` / :data:`FALLBACK_TINY_EPOCH_S`, named on its line. The declared
 figures are rounded from the fastest ``tiny`` result of each case recorded on a 2-core CPU,
 loaded records scaled towards a quiet machine; the records they come from, with their dates
@@ -55,7 +57,24 @@ def guess_s(config: RunConfig) -> float:
     start, epoch_s = _declared(config)
     cores = min(TABLE_CORES, config.workers * config.threads)
     epoch = (FALLBACK_TINY_EPOCH_S if epoch_s is None else epoch_s) * TABLE_CORES / max(cores, 1)
-    return (FALLBACK_STARTUP_S if start is None else start) + config.epochs * epoch
+    return (FALLBACK_STARTUP_S if start is None else start) + guess_epochs(config) * epoch
+
+
+def guess_epochs(config: RunConfig) -> float:
+    """The epochs a case is guessed to train: ``epochs``, or in time-to-target mode the
+    statistical hold's budget (:func:`parabench.case.target.hold_epochs`), else the epochs
+    serial's measured seeds took to the target (at most ``epochs``)."""
+    from parabench.case.target import hold_epochs
+    from parabench.workloads.targets import epochs_to_target
+
+    if config.target_quality is None or config.workload not in workloads:
+        return config.epochs
+    workload = workloads.get(config.workload)
+    if (held := hold_epochs(workload, config)) is not None:
+        return held
+    reach = epochs_to_target(config.workload, config.profile, config.target_quality,
+                             workload.quality.higher_is_better)
+    return config.epochs if reach is None else min(config.epochs, reach)
 
 
 def undeclared(config: RunConfig) -> str | None:

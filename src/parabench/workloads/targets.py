@@ -142,3 +142,20 @@ def converged_reference(workload: str, profile: str) -> ConvergedReference | Non
               f"seeds; {entry['command']} ({entry['date']})")
     return ConvergedReference(float(np.median(values)), float(np.std(values, ddof=1)),
                               len(values), int(entry["epochs"]), source)
+
+
+def epochs_to_target(workload: str, profile: str, target: float,
+                     higher_is_better: bool = True) -> float | None:
+    """The median over serial's measured seeds of the first epoch whose quality reached
+    ``target`` (a seed that never did counts its epochs run): what a time-to-target case is
+    guessed to train (:func:`parabench.sweep.dryrun.guess_s`); None where nobody measured."""
+    entry = table().get(workload, {}).get(profile)
+    curves = [c for c in (entry or {}).get("curves") or [] if c]
+    if not curves:
+        return None
+
+    def first(curve: list[float | None]) -> int:
+        return next((i + 1 for i, q in enumerate(curve) if q is not None
+                     and (q >= target if higher_is_better else q <= target)), len(curve))
+
+    return float(np.median([first(c) for c in curves]))
