@@ -388,8 +388,8 @@ def test_cli_run_records_parity_against_serial(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     cmd = [sys.executable, "-m", "parabench", "run", "--workload", "mlp",
            "--method", "serial,fedavg", "--workers", "1,2", "--threads", "1",
-           "--profile", "tiny", "--clients", "4", "--local-epochs", "2",
-           "--split", "noniid", "--out", str(out)]
+           "--profile", "tiny", "--epochs", "3", "--clients", "4", "--local-epochs", "2",
+           "--split", "noniid", "--out", str(out)]  # fixed epochs: the seed-spread gate
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]

@@ -130,3 +130,32 @@ def test_the_coverage_grid_holds_a_cheap_statistical_workload_to_its_target() ->
     # asked for a target, every workload is held to it, with the run's own epochs
     asked = plan(Grid(coverage=True, profile="tiny", epochs=24, target_quality=0.5))
     assert {(c.config.target_quality, c.config.epochs) for c in asked} == {(0.5, 24)}
+
+
+def test_a_sweep_trains_to_the_measured_target_unless_told_a_fixed_count(tmp_path) -> None:
+    """``parabench run --workload cnn ... --profile tiny`` (no --epochs, no --target-quality)
+    ranks by time to the target: every workload with a measured target at the profile runs to
+    it, up to its epoch budget; --epochs N, a profile without a measured target, or the
+    user's own data (--data-dir) train fixed epochs."""
+    from parabench.cli import build_parser, grid_from
+    from parabench.workloads.targets import quality_target
+
+    def configs(*argv: str) -> list:
+        args = build_parser().parse_args(["run", "--method", "serial", *argv])
+        return [c.config for c in plan(grid_from(args))]
+
+    cnn = quality_target("cnn", "tiny")
+    [one] = {(c.target_quality, c.epochs) for c in configs("--workload", "cnn", "--profile",
+                                                            "tiny")}
+    assert one == (cnn.value, 10)  # the larger of the default cap and the 8-epoch budget
+    assert {(c.target_quality, c.epochs) for c in configs(
+        "--workload", "cnn", "--profile", "tiny", "--max-epochs", "4")} == {(cnn.value, 4)}
+    assert {(c.target_quality, c.epochs) for c in configs(
+        "--workload", "cnn", "--profile", "tiny", "--epochs", "2")} == {(None, 2)}
+    assert {(c.target_quality, c.epochs) for c in configs(
+        "--workload", "cnn", "--profile", "quick")} == {(None, 3)}  # nothing measured there
+    images = tmp_path / "images"
+    for label in ("a", "b"):
+        (images / label).mkdir(parents=True)
+    assert {(c.target_quality, c.epochs) for c in configs(
+        "--workload", "cnn", "--profile", "tiny", "--data-dir", str(images))} == {(None, 3)}

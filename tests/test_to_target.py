@@ -124,9 +124,17 @@ def test_the_table_ranks_and_stars_by_time_to_target() -> None:
     assert [r.method for r in rows] == ["serial", "ddp", "fedavg"]
     assert [r.fastest for r in rows] == [True, False, False]
     cells = {r.method: r.extra["to target"] for r in rows}
-    assert cells["serial"] == "0.70s (1,408 samples, +2.0s start)"
-    assert cells["ddp"] == "0.74s (1,408 samples derived, +2.0s start)"
-    assert cells["fedavg"] == "1.24s (2,880 samples, +2.0s start) over budget"
+    times = {k[1]: t for k, t in times_to_target(results).items()}
+
+    def pm(method: str) -> str:  # the interval's larger side, in % of the seconds
+        t = times[method]
+        pct = 100 * max(t.ci[1] / t.seconds - 1, 1 - t.ci[0] / t.seconds)
+        return f"±{pct:.1f}%" if pct < 10 else f"±{pct:.0f}%"
+
+    assert cells["serial"] == f"0.70s {pm('serial')} (1,408 samples, +2.0s start)"
+    assert cells["ddp"] == f"0.74s {pm('ddp')} (1,408 samples derived, +2.0s start)"
+    assert cells["fedavg"] == f"1.24s {pm('fedavg')} (2,880 samples, +2.0s start) over budget"
+    assert pm("serial") != "±0.0%"
     table = format_table(rows)
     flat = " ".join(table.replace("\n  ", " ").split())  # the legend wraps its lines
     assert "derived: serial's samples" in flat and "over budget: more than 2x" in flat

@@ -19,6 +19,8 @@ Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out
 ``parabench run`` with neither ``--workload`` nor ``--method`` plans the coverage grid (every
 method once, every workload under serial and a data-parallel method; tiny, 1 epoch: minutes,
 see :mod:`parabench.sweep.plan`); ``--all`` plans the full product (quick, 3 epochs: hours).
+A sweep given neither ``--epochs`` nor ``--target-quality`` trains each workload that has a
+measured target at the profile (tiny) to it, and ranks by time to it (``_auto_target``).
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 2 usage error (one line on stderr saying what was wrong and what is valid; found before any
@@ -39,6 +41,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
+from parabench.case.target import AUTO as AUTO_TARGET
 from parabench.case.target import DEFAULT as DEFAULT_TARGET
 from parabench.case.target import DEFAULT_MAX_EPOCHS, default_max_epochs
 from parabench.cli_types import (
@@ -89,12 +92,41 @@ def _coverage(args: argparse.Namespace) -> bool:
     return not (args.workload or args.method or args.all_cases)
 
 
+def _auto_target(args: argparse.Namespace) -> bool:
+    """A sweep given neither --epochs nor --target-quality: each workload with a measured
+    target at the profile trains to it (:data:`parabench.case.target.AUTO`), the others
+    train fixed epochs. Not the coverage grid, which holds only cheap workloads
+    (:mod:`parabench.sweep.plan`)."""
+    return not _coverage(args) and args.target_quality is None and args.epochs is None
+
+
+def _measured(args: argparse.Namespace) -> list[str]:
+    """The selected workloads with a measured target at the run's profile."""
+    from parabench.registry import workloads
+    from parabench.workloads.targets import quality_target
+
+    return [w for w in args.workload or workloads.names()
+            if w in workloads and quality_target(w, _profile(args)) is not None]
+
+
+def _target(args: argparse.Namespace) -> float | str | None:
+    return AUTO_TARGET if _auto_target(args) else args.target_quality
+
+
 def _epochs(args: argparse.Namespace) -> int:
-    """Epochs per case: --epochs N (fixed), or --max-epochs N with --target-quality."""
+    """Epochs per case: --epochs N (fixed), or --max-epochs N with --target-quality; with
+    neither, the fixed epochs of a workload without a measured target (see _auto_target)."""
     if args.target_quality is None:
-        if args.max_epochs is not None:
-            raise UsageError("--max-epochs caps a --target-quality run; for a fixed count "
-                             "use --epochs N")
+        if args.max_epochs is not None and not _auto_target(args):
+            raise UsageError("--max-epochs caps a run to the target quality; for a fixed "
+                             "count use --epochs N (not both)" if args.epochs else
+                             "--max-epochs caps a --target-quality run; the coverage grid "
+                             "takes --epochs N")
+        if args.max_epochs is not None and not _measured(args):
+            named = ",".join(args.workload or []) or "the workloads"
+            raise UsageError(f"--max-epochs caps a --target-quality run (or a run to a "
+                             f"workload's measured target: none of {named} has one at "
+                             f"{_profile(args)}); for a fixed count use --epochs N")
         return args.epochs or (COVERAGE_EPOCHS if _coverage(args) else DEFAULT_EPOCHS)
     if args.epochs is not None:
         raise UsageError("--epochs N trains exactly N epochs, --target-quality stops when "
@@ -150,9 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=csv(batch, "batch sizes"), default=[None],
                    help="N[,N..] or 'auto' (default: the workload's)")
     p.add_argument("--epochs", type=positive_int, default=None,
-                   help=f"epochs per case; the first is warm-up (default: {DEFAULT_EPOCHS}; "
-                        f"{COVERAGE_EPOCHS} for the coverage grid); not with --target-quality, "
-                        "which takes --max-epochs")
+                   help="epochs per case, fixed: no target (default: to the workload's "
+                        "measured target where it has one at the profile, tiny today, else "
+                        f"{DEFAULT_EPOCHS}; {COVERAGE_EPOCHS} for the coverage grid); the first "
+                        "is warm-up; not with --target-quality, which takes --max-epochs")
     p.add_argument("--steps", type=count(0), default=None, metavar="N",
                    help="speed: training steps per timed window (default: picked so a window "
                         "takes about 0.5 s; an estimator's window is one fit); 0: no windows, "
@@ -166,9 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "clock), stop when held-out quality reaches Q (<= Q for lower-is-better "
                         "metrics); 'default' or the bare flag: serial's measured quality per "
                         "workload and profile (quality_targets.json; else 0.97 x its "
-                        "quick-profile quality, said so)")
+                        "quick-profile quality, said so). Without it or --epochs, a workload "
+                        "with a measured target at the profile is run to that target anyway")
     p.add_argument("--max-epochs", type=positive_int, default=None,
-                   help=f"with --target-quality: most epochs a case trains (default: "
+                   help=f"to a target: most epochs a case trains (default: "
                         f"{DEFAULT_MAX_EPOCHS}, or the longest epoch budget of the selected "
                         f"workloads' measured targets)")
     p.add_argument("--profile", type=choice(PROFILES), default=None,
@@ -293,7 +327,7 @@ def grid_from(args: argparse.Namespace) -> Grid:
         workers=args.workers, batch_sizes=args.batch_size, epochs=_epochs(args),
         profile=_profile(args), coverage=_coverage(args), repeats=args.repeats, seed=args.seed,
         timeout_s=args.timeout,
-        target_quality=args.target_quality,
+        target_quality=_target(args), max_epochs=args.max_epochs,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args), steps=args.steps, windows=args.windows,
     )

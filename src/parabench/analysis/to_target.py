@@ -56,6 +56,7 @@ from parabench.analysis.levels import (
     t_quantile,
 )
 from parabench.analysis.ratios import is_baseline
+from parabench.case.bootstrap import ci_half_pct
 from parabench.case.result import Result
 from parabench.identity import baseline_of
 
@@ -94,14 +95,17 @@ class ToTarget:
         return self.seconds is not None and not self.reason
 
     def text(self) -> str:
-        """The table's cell: '0.70s (1,408 samples derived, +2.2s start)'; 'not reached (10
-        ep)'; '1.30s (2,880 samples, +2.1s start) over budget'."""
+        """The table's cell: '0.70s ±12% (1,408 samples derived, +2.2s start)' (± the
+        half-width of its 95 % interval in % of the seconds, the larger side); 'not reached
+        (10 ep)'; '1.30s ±9.1% (2,880 samples, +2.1s start) over budget'."""
         if self.seconds is None:
             epochs = re.search(r"(?:within|in) (\d+) epoch", self.reason)
             return f"not reached ({epochs.group(1)} ep)" if epochs else "not reached"
         start = f", +{self.startup_s:.1f}s start" if self.startup_s is not None else ""
         derived = " derived" if self.how == "derived" else ""
-        text = f"{self.seconds:.2f}s ({self.samples:,.0f} samples{derived}{start})"
+        pct = ci_half_pct(self.seconds, self.ci)
+        pm = "" if pct is None else f" ±{pct:.1f}%" if pct < 10 else f" ±{pct:.0f}%"
+        text = f"{self.seconds:.2f}s{pm} ({self.samples:,.0f} samples{derived}{start})"
         if self.ran and self.reached < self.ran:
             text += f" {self.reached}/{self.ran} reached"
         return text + (" over budget" if self.reason else "")

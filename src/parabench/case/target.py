@@ -63,6 +63,10 @@ from parabench.workloads.targets import missing_reason, quality_target
 TARGET_FRACTION = 0.97
 DEFAULT_MAX_EPOCHS = 10
 DEFAULT = "default"
+#: the grid's spec when neither ``--epochs`` nor ``--target-quality`` is given: the measured
+#: target for a workload that has one at the profile, fixed epochs for one that has none
+#: (:meth:`parabench.sweep.plan.Grid.config`)
+AUTO = "auto"
 #: the most evaluations per epoch a session that trains an epoch in parts gets: its
 #: samples-to-target is then resolved to 1/8 of an epoch
 EVALS_PER_EPOCH = 8
@@ -104,6 +108,9 @@ def resolve_target(spec: float | str | None, workload: Workload, profile: str) -
         return None
     if spec == DEFAULT:
         return default_target(workload, profile)[0]
+    if spec == AUTO:
+        entry = quality_target(workload.name, profile)
+        return entry.value if entry is not None else None
     if isinstance(spec, bool) or not isinstance(spec, int | float) or not math.isfinite(spec):
         raise ConfigError(f"target quality must be a finite number or 'default', got {spec!r}")
     return float(spec)

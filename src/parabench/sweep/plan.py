@@ -74,7 +74,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from parabench import hardware
-from parabench.case.target import DEFAULT, default_max_epochs, hold_epochs, resolve_target
+from parabench.case.target import (
+    AUTO,
+    DEFAULT,
+    default_max_epochs,
+    hold_epochs,
+    resolve_target,
+)
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
 from parabench.identity import (
     BASELINE_METHOD,
@@ -107,8 +113,11 @@ class Grid:
     #: option name -> values to sweep (each a grid axis); see config.OPTIONS
     options: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     #: time-to-target mode: a quality, or "default" for each workload's own (parabench.case.target);
-    #: ``epochs`` is then the most epochs a case trains
+    #: ``epochs`` is then the most epochs a case trains. "auto": the measured target of each
+    #: workload that has one at the profile, trained for at most ``max_epochs`` (default: its
+    #: epoch budget, parabench.case.target.default_max_epochs), and ``epochs`` fixed for the others
     target_quality: float | str | None = None
+    max_epochs: int | None = None
     #: plan the coverage grid (see the module docstring) instead of the full product
     coverage: bool = False
     #: speed windows (RunConfig.steps / windows; None: calibrated / the default count)
@@ -119,14 +128,18 @@ class Grid:
                batch_size: BatchSize = None, options: dict[str, Any] | None = None,
                repeat: int = 0) -> RunConfig:
         """The RunConfig of one point of the grid: the only place one is built from axes."""
+        target = resolve_target(self.target_quality, workloads.get(workload), self.profile)
+        epochs = self.epochs
+        if self.target_quality == AUTO and (options or {}).get("data_dir"):
+            target = None  # the measured target is the synthetic data's, not the user's data
+        elif self.target_quality == AUTO and target is not None:
+            epochs = self.max_epochs or default_max_epochs([workload], self.profile)
         return RunConfig(
             workload=workload, method=method, device=device, workers=workers,
             threads_per_worker=self.threads_per_worker, batch_size=batch_size,
-            epochs=self.epochs, profile=self.profile, seed=self.seed, repeat=repeat,
+            epochs=epochs, profile=self.profile, seed=self.seed, repeat=repeat,
             timeout_s=self.timeout_s, options=options if options is not None else {},
-            target_quality=resolve_target(self.target_quality, workloads.get(workload),
-                                          self.profile),
-            steps=self.steps, windows=self.windows,
+            target_quality=target, steps=self.steps, windows=self.windows,
         )
 
 

@@ -260,8 +260,8 @@ def legend(rows: list[Row]) -> list[str]:
     if any(TO_TARGET in r.extra for r in ok):
         lines.append("to target: training seconds to the target quality at the row's samples/s: "
                      "the samples it took / samples/s (derived: serial's samples, for rows whose "
-                     "trajectory matches serial's); start-up apart; over budget: more than 2x "
-                     "serial's samples")
+                     "trajectory matches serial's), ± the half-width of its 95 % CI in %; "
+                     "start-up apart; over budget: more than 2x serial's samples")
     if any(not r.steady for r in ok):
         lines.append("~ one epoch only, no speed windows (an older result): its time includes "
                      "the warm-up epoch, so it is not steady state")
