@@ -63,7 +63,7 @@ def test_benchmark_params_are_json() -> None:
 
 def test_the_coverage_grid_covers_every_method_and_every_workload() -> None:
     from parabench.registry import methods, workloads
-    from parabench.sweep.plan import data_parallel_methods
+    from parabench.sweep.coverage import data_parallel_methods
 
     DATA_PARALLEL = data_parallel_methods()  # declared by the methods (coverage_rank)
 
@@ -105,7 +105,7 @@ def test_the_coverage_grid_holds_a_cheap_statistical_workload_to_its_target() ->
     from parabench.case.target import hold_epochs
     from parabench.registry import workloads
     from parabench.sweep.dryrun import guess_epochs, guess_s
-    from parabench.sweep.plan import COVERAGE_HOLD_MAX_S
+    from parabench.sweep.coverage import COVERAGE_HOLD_MAX_S
     from parabench.workloads.targets import quality_target
 
     cases = plan(Grid(coverage=True, profile="tiny", epochs=1))

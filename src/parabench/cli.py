@@ -35,7 +35,6 @@ already written. Argument parsing lives in ``build_parser``; each subcommand is 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -271,47 +270,15 @@ def option_axes(args: argparse.Namespace) -> dict[str, list]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from parabench.registry import methods, workloads
+    from parabench.cli_report import list_command
 
-    data = {
-        "workloads": [
-            {"name": w.name, "family": w.family, "quality": w.quality.name,
-             "description": w.description}
-            for w in workloads
-        ],
-        "methods": [
-            {"name": m.name, "description": m.description, "devices": list(m.devices),
-             "requires": sorted(m.requires),
-             "runnable": {d: m.unavailable(d) is None for d in m.devices},
-             "reason": {d: r for d in m.devices if (r := m.unavailable(d))}}
-            for m in methods
-        ],
-    }
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return EXIT_OK
-    names = [w["name"] for w in data["workloads"]] + [m["name"] for m in data["methods"]]
-    width = max(map(len, names), default=8)
-    q_width = max((len(w["quality"]) for w in data["workloads"]), default=8)
-    print("Workloads:")
-    for w in data["workloads"]:
-        print(f"  {w['name']:<{width}} {w['family']:<10} {w['quality']:<{q_width}} "
-              f"{w['description']}")
-    print("\nMethods (device: runnable here?):")
-    for m in data["methods"]:
-        where = ", ".join(f"{d} {'yes' if ok else 'no'}" for d, ok in m["runnable"].items())
-        print(f"  {m['name']:<{width}} {where:<16} {m['description']}")
-        for device, reason in m["reason"].items():
-            print(f"  {'':<{width}} {device}: {reason}")
-    return EXIT_OK
+    return list_command(args)
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from parabench.envinfo import environment, format_environment
+    from parabench.cli_report import env_command
 
-    info = environment()
-    print(json.dumps(info, indent=2) if args.json else format_environment(info))
-    return EXIT_OK
+    return env_command(args)
 
 
 def grid_from(args: argparse.Namespace) -> Grid:

@@ -1,6 +1,6 @@
-"""The CLI's report side: ``report`` and ``compare`` subcommands, and what ``run`` adds with
-``--dry-run``, ``--report DIR`` and ``--tensorboard DIR``. Kept apart from ``cli.py``, which
-parses arguments and dispatches to these.
+"""The CLI's report side: the ``list``, ``env``, ``report`` and ``compare`` subcommands, and
+what ``run`` adds with ``--dry-run``, ``--report DIR`` and ``--tensorboard DIR``. Kept apart
+from ``cli.py``, which parses arguments and dispatches to these.
 
 Usage (from parabench.cli)::
 
@@ -14,6 +14,8 @@ Usage (from parabench.cli)::
     write_report_and_say(results, "report", baselines=earlier, sources=["results.jsonl"])
     tensorboard_log(None)                        # None without --tensorboard DIR
     # and `parabench run --dry-run` calls dry_run(grid, args): the plan, nothing run
+    list_command(argparse.Namespace(json=True))   # 0: `parabench list --json`
+    env_command(argparse.Namespace(json=False))   # 0: `parabench env`
 
 Missing extras (matplotlib, tensorboard) and missing files are UsageErrors: one stderr line,
 exit 2, saying what to install or which file.
@@ -22,6 +24,7 @@ exit 2, saying what to install or which file.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -229,3 +232,49 @@ def rerun_command(args: argparse.Namespace, threshold: float, run_cv: float) -> 
         print("  " + line.text())
     print(format_comparison(cmp))
     return cmp.exit_code
+
+
+def list_command(args: argparse.Namespace) -> int:
+    """``parabench list [--json]``: workloads, methods, and whether each can run here."""
+    from parabench.registry import methods, workloads
+
+    data = {
+        "workloads": [
+            {"name": w.name, "family": w.family, "quality": w.quality.name,
+             "description": w.description}
+            for w in workloads
+        ],
+        "methods": [
+            {"name": m.name, "description": m.description, "devices": list(m.devices),
+             "requires": sorted(m.requires),
+             "runnable": {d: m.unavailable(d) is None for d in m.devices},
+             "reason": {d: r for d in m.devices if (r := m.unavailable(d))}}
+            for m in methods
+        ],
+    }
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    names = [w["name"] for w in data["workloads"]] + [m["name"] for m in data["methods"]]
+    width = max(map(len, names), default=8)
+    q_width = max((len(w["quality"]) for w in data["workloads"]), default=8)
+    print("Workloads:")
+    for w in data["workloads"]:
+        print(f"  {w['name']:<{width}} {w['family']:<10} {w['quality']:<{q_width}} "
+              f"{w['description']}")
+    print("\nMethods (device: runnable here?):")
+    for m in data["methods"]:
+        where = ", ".join(f"{d} {'yes' if ok else 'no'}" for d, ok in m["runnable"].items())
+        print(f"  {m['name']:<{width}} {where:<16} {m['description']}")
+        for device, reason in m["reason"].items():
+            print(f"  {'':<{width}} {device}: {reason}")
+    return EXIT_OK
+
+
+def env_command(args: argparse.Namespace) -> int:
+    """``parabench env [--json]``: what this machine has (OS, CPU, torch, engines, ...)."""
+    from parabench.envinfo import environment, format_environment
+
+    info = environment()
+    print(json.dumps(info, indent=2) if args.json else format_environment(info))
+    return EXIT_OK
