@@ -18,7 +18,7 @@ Usage::
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 ``parabench run`` with neither ``--workload`` nor ``--method`` plans the coverage grid (every
 method once, every workload under serial and a data-parallel method; tiny, 1 epoch: minutes,
-see :mod:`parabench.sweep.plan`); ``--all`` plans the full product (quick, 3 epochs: hours).
+see :mod:`parabench.sweep.coverage`); ``--all`` plans the full product (quick, 3 epochs: hours).
 A sweep given neither ``--epochs`` nor ``--target-quality`` trains each workload that has a
 measured target at the profile (tiny) to it, and ranks by time to it (``_auto_target``).
 
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_EPOCHS = 3
 #: the full sweep's profile (--all, or any --workload/--method) and the coverage grid's;
-#: the coverage grid's epochs (its budget: parabench.sweep.plan)
+#: the coverage grid's epochs (its budget: parabench.sweep.coverage)
 FULL_PROFILE, COVERAGE_PROFILE, COVERAGE_EPOCHS = "quick", "tiny", 1
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # the shell's 130, 143
 
@@ -95,7 +95,7 @@ def _auto_target(args: argparse.Namespace) -> bool:
     """A sweep given neither --epochs nor --target-quality: each workload with a measured
     target at the profile trains to it (:data:`parabench.case.target.AUTO`), the others
     train fixed epochs. Not the coverage grid, which holds only cheap workloads
-    (:mod:`parabench.sweep.plan`)."""
+    (:mod:`parabench.sweep.coverage`)."""
     return not _coverage(args) and args.target_quality is None and args.epochs is None
 
 
