@@ -104,8 +104,8 @@ def test_the_coverage_grid_holds_a_cheap_statistical_workload_to_its_target() ->
     is statistical too, but its hold is too dear for the default run)."""
     from parabench.case.target import hold_epochs
     from parabench.registry import workloads
-    from parabench.sweep.dryrun import guess_epochs, guess_s
     from parabench.sweep.coverage import COVERAGE_HOLD_MAX_S
+    from parabench.sweep.dryrun import guess_epochs, guess_s
     from parabench.workloads.targets import quality_target
 
     cases = plan(Grid(coverage=True, profile="tiny", epochs=1))

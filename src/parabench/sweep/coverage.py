@@ -62,10 +62,10 @@ from parabench.registry import methods, workloads
 from parabench.sweep.plan import (
     Case,
     Grid,
-    option_sets,
-    with_ratio_baselines,
     default_devices,
+    option_sets,
     skip_reason,
+    with_ratio_baselines,
 )
 from parabench.workloads.targets import quality_target
 
