@@ -4,7 +4,8 @@ Usage::
 
     s = throughput_samples(results)        # per-repeat throughputs, or steady windows of one run
     lo, hi = median_ci(s.values)                      # 95 % bootstrap CI of the median
-    rate_text(50072.0, (48900.0, 51600.0))            # '50,072 ±3.0%' (larger side of the CI)
+    rate_text(50072.0, (48900.0, 51600.0))            # '50,072 ±3.1%' (larger side of the CI)
+    pm_text(12.4)                                     # ' ±12%': the same ± for any figure
     lo, hi = ratio_ci(s.values, base.values)          # 95 % bootstrap CI of the median ratio
     p = mann_whitney_p(s.values, base.values)         # two-sided; 1.0 when it cannot be computed
     fit = amdahl_fit({1: 10.0, 2: 5.6, 4: 3.4})       # epoch time per worker count
@@ -48,14 +49,18 @@ class Samples:
 
 
 def rate_text(median: float | None, ci: Sequence[float] | None = None) -> str:
-    """'50,072 ±3.0%' (one decimal below 10 %, whole percent above); '50,072' without a CI;
+    """'50,072 ±3.1%' (one decimal below 10 %, whole percent above); '50,072' without a CI;
     '-' without a figure."""
     if median is None:
         return "-"
-    pct = ci_half_pct(median, ci)
+    return f"{median:,.0f}{pm_text(ci_half_pct(median, ci))}"
+
+
+def pm_text(pct: float | None) -> str:
+    """' ±3.0%' (one decimal below 10 %, whole percent above); '' without a CI."""
     if pct is None:
-        return f"{median:,.0f}"
-    return f"{median:,.0f} ±{pct:.1f}%" if pct < 10 else f"{median:,.0f} ±{pct:.0f}%"
+        return ""
+    return f" ±{pct:.1f}%" if pct < 10 else f" ±{pct:.0f}%"
 
 
 def windows_text(r: Result) -> str:

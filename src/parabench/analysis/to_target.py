@@ -56,6 +56,7 @@ from parabench.analysis.levels import (
     t_quantile,
 )
 from parabench.analysis.ratios import is_baseline
+from parabench.analysis.stats import pm_text
 from parabench.case.bootstrap import ci_half_pct
 from parabench.case.result import Result
 from parabench.identity import baseline_of
@@ -103,8 +104,7 @@ class ToTarget:
             return f"not reached ({epochs.group(1)} ep)" if epochs else "not reached"
         start = f", +{self.startup_s:.1f}s start" if self.startup_s is not None else ""
         derived = " derived" if self.how == "derived" else ""
-        pct = ci_half_pct(self.seconds, self.ci)
-        pm = "" if pct is None else f" ±{pct:.1f}%" if pct < 10 else f" ±{pct:.0f}%"
+        pm = pm_text(ci_half_pct(self.seconds, self.ci))
         text = f"{self.seconds:.2f}s{pm} ({self.samples:,.0f} samples{derived}{start})"
         if self.ran and self.reached < self.ran:
             text += f" {self.reached}/{self.ran} reached"

@@ -65,7 +65,7 @@ DEFAULT_MAX_EPOCHS = 10
 DEFAULT = "default"
 #: the grid's spec when neither ``--epochs`` nor ``--target-quality`` is given: the measured
 #: target for a workload that has one at the profile, fixed epochs for one that has none
-#: (:meth:`parabench.sweep.plan.Grid.config`)
+#: (:func:`at_measured_target`, applied by :meth:`parabench.sweep.plan.Grid.config`)
 AUTO = "auto"
 #: the most evaluations per epoch a session that trains an epoch in parts gets: its
 #: samples-to-target is then resolved to 1/8 of an epoch
@@ -108,12 +108,22 @@ def resolve_target(spec: float | str | None, workload: Workload, profile: str) -
         return None
     if spec == DEFAULT:
         return default_target(workload, profile)[0]
-    if spec == AUTO:
-        entry = quality_target(workload.name, profile)
-        return entry.value if entry is not None else None
     if isinstance(spec, bool) or not isinstance(spec, int | float) or not math.isfinite(spec):
         raise ConfigError(f"target quality must be a finite number or 'default', got {spec!r}")
     return float(spec)
+
+
+def at_measured_target(config: RunConfig, max_epochs: int | None = None) -> RunConfig | None:
+    """``config`` in time-to-target mode at its workload's measured target, training at most
+    ``max_epochs`` (default: :func:`default_max_epochs`, at least the target's epoch budget);
+    None where nobody measured one at the profile, or on the user's own data
+    (``--data-dir``), which the target was not measured on. What :data:`AUTO` and the
+    coverage grid's held workloads use."""
+    entry = quality_target(config.workload, config.profile)
+    if entry is None or config.options.get("data_dir"):
+        return None
+    return config.replace(target_quality=entry.value, epochs=max_epochs or default_max_epochs(
+        [config.workload], config.profile))
 
 
 def target_source(target: float, workload: Workload, profile: str) -> str:

@@ -55,7 +55,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from parabench.case.target import DEFAULT, default_max_epochs, hold_epochs, resolve_target
+from parabench.case.target import at_measured_target, default_max_epochs, hold_epochs
 from parabench.config import BatchSize, RunConfig, available_cores
 from parabench.identity import baseline_of, is_baseline
 from parabench.registry import methods, workloads
@@ -67,7 +67,6 @@ from parabench.sweep.plan import (
     skip_reason,
     with_ratio_baselines,
 )
-from parabench.workloads.targets import quality_target
 
 __all__ = ["COVERAGE_EXTRA_MAX_S", "COVERAGE_HOLD_MAX_S", "COVERAGE_WORKERS", "coverage",
            "data_parallel_methods"]
@@ -123,18 +122,17 @@ def _held_to_target(cases: list[Case]) -> list[Case]:
     row by time to the same target; its most epochs are the budget (or more, if asked)."""
     from parabench.sweep.dryrun import guess_s
 
-    def held(config: RunConfig) -> RunConfig:
-        epochs = max(config.epochs, default_max_epochs([config.workload], config.profile))
-        return config.replace(epochs=epochs, target_quality=resolve_target(
-            DEFAULT, workloads.get(config.workload), config.profile))
+    def held(config: RunConfig) -> RunConfig | None:
+        return at_measured_target(config, max(config.epochs, default_max_epochs(
+            [config.workload], config.profile)))
 
     def cheap_hold(config: RunConfig) -> bool:
         workload = workloads.get(config.workload)
-        if (quality_target(config.workload, config.profile) is None
-                or methods.get(config.method).grading(workload, config).kind != "statistical"):
+        if methods.get(config.method).grading(workload, config).kind != "statistical":
             return False
-        return (hold_epochs(workload, held(config)) is not None
-                and guess_s(held(config)) <= COVERAGE_HOLD_MAX_S)
+        target = held(config)
+        return (target is not None and hold_epochs(workload, target) is not None
+                and guess_s(target) <= COVERAGE_HOLD_MAX_S)
 
     chosen = {c.config.workload for c in cases if c.skip_reason is None and cheap_hold(c.config)}
     return [Case(config=held(c.config), skip_reason=c.skip_reason)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from parabench import hardware
-from parabench.case.target import AUTO, default_max_epochs, resolve_target
+from parabench.case.target import AUTO, at_measured_target, resolve_target
 from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
 from parabench.identity import (
     BASELINE_METHOD,
@@ -84,19 +84,17 @@ class Grid:
                batch_size: BatchSize = None, options: dict[str, Any] | None = None,
                repeat: int = 0) -> RunConfig:
         """The RunConfig of one point of the grid: the only place one is built from axes."""
-        target = resolve_target(self.target_quality, workloads.get(workload), self.profile)
-        epochs = self.epochs
-        if self.target_quality == AUTO and (options or {}).get("data_dir"):
-            target = None  # the measured target is the synthetic data's, not the user's data
-        elif self.target_quality == AUTO and target is not None:
-            epochs = self.max_epochs or default_max_epochs([workload], self.profile)
-        return RunConfig(
+        auto = self.target_quality == AUTO
+        config = RunConfig(
             workload=workload, method=method, device=device, workers=workers,
             threads_per_worker=self.threads_per_worker, batch_size=batch_size,
-            epochs=epochs, profile=self.profile, seed=self.seed, repeat=repeat,
+            epochs=self.epochs, profile=self.profile, seed=self.seed, repeat=repeat,
             timeout_s=self.timeout_s, options=options if options is not None else {},
-            target_quality=target, steps=self.steps, windows=self.windows,
+            target_quality=None if auto else resolve_target(
+                self.target_quality, workloads.get(workload), self.profile),
+            steps=self.steps, windows=self.windows,
         )
+        return (at_measured_target(config, self.max_epochs) or config) if auto else config
 
 
 def case_id(workload: str, method: str, device: str, workers: int) -> str:
