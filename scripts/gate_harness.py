@@ -97,6 +97,15 @@ def plant(r: Mapping[str, Any]) -> str:
     return settings.get("plant", "step") if isinstance(settings, dict) else "step"
 
 
+def mode_label(r: Mapping[str, Any]) -> str:
+    """The mode, and for interleaved records the test that judged them: records from before
+    the sign-flip test have no "test" and were judged by the prior t test."""
+    if r["mode"] != "interleaved":
+        return r["mode"]
+    test = r.get("test") or "t"
+    return f"interleaved, {'t test' if test == 't' else 'sign-flip'}"
+
+
 def record_key(r: Mapping[str, Any]) -> tuple:
     return (r["mode"], r["condition"], float(r["slowdown"]), int(r["index"]), plant(r))
 
@@ -117,7 +126,7 @@ def table(records: Iterable[Mapping[str, Any]]) -> str:
     records = list(records)
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
-        groups[(r["mode"], r["condition"], float(r["slowdown"]), plant(r))].append(r)
+        groups[(mode_label(r), r["condition"], float(r["slowdown"]), plant(r))].append(r)
     lines = ["| mode | condition | injected slowdown | rate | case comparisons (run pairs) "
              "| median new/base | load before -> after (1 min) | dates |",
              "|---|---|---|---|---|---|---|---|"]
@@ -186,6 +195,7 @@ def _judge(base: list, new: list, threshold: float, *, paired: bool = False
                  "p": None, "samples": ""}]
     return [{"case": _case_label(c), "verdict": c.verdict, "regressed": c.regressed,
              "ratio": c.ratio, "p": c.p_value, "samples": c.samples,
+             "test": c.estimate.test if c.estimate else None,
              "round_ratios": _round_ratios(c.key, base, new) if paired else None}
             for c in cmp.changes]
 

@@ -145,17 +145,49 @@ def test_the_table_counts_false_alarms_and_detections(tmp_path: Path) -> None:
     records = ([_record("file", 0.0, i, i < 2) for i in range(50)]
                + [_record("interleaved", 0.1, i, i < 15) for i in range(20)]
                + [_record("interleaved", 0.1, i, i < 9, settings={"plant": "iteration"})
-                  for i in range(10)])
+                  for i in range(10)]
+               + [_record("interleaved", 0.1, i, True, settings={"plant": "iteration"},
+                          test="exact sign-flip test, 25%-trimmed mean") for i in range(4)])
     for r in records:
         h.append_record(path, r)
     assert h.read_records(path) == records
     text = h.write_table(tmp_path).read_text()
     assert "| file | quiet | none (A/A) | false alarms 4% | 2/50 (50) | 0.900 | 0.10-0.10 -> " \
            "1.10-1.10 | 2026-01-02 |" in text
-    assert "| interleaved | quiet | 10% of each step (first plant) | detected 75% | 15/20 (20) |" \
+    assert ("| interleaved, t test | quiet | 10% of each step (first plant) | detected 75% | "
+            "15/20 (20) |") in text
+    assert "| interleaved, t test | quiet | 10% of each iteration | detected 90% | 9/10 (10) |" \
         in text
-    assert "| interleaved | quiet | 10% of each iteration | detected 90% | 9/10 (10) |" in text
-    assert "python scripts/gate_harness.py" in text and "80 record(s)" in text
+    # records judged by the sign-flip test are counted apart from the t test's
+    assert "| interleaved, sign-flip | quiet | 10% of each iteration | detected 100% | 4/4 (4) |" \
+        in text
+    assert "python scripts/gate_harness.py" in text and "84 record(s)" in text
+
+
+def test_recorded_rounds_are_judged_again_by_todays_test(tmp_path: Path) -> None:
+    """scripts/gate_rejudge.py: the measured loaded 20 % rounds the t test missed are flagged
+    by today's paired test, same-code rounds are not, and records it cannot judge again
+    exactly (6 rounds, a failed round) are left out of the table."""
+    from test_signflip import LOADED_20PCT
+
+    rejudge = _harness("gate_rejudge")
+    out = tmp_path / "rounds16-load"
+    out.mkdir()
+    settings = {"plant": "iteration", "threshold": 0.05}
+    same = [1.0 + 0.02 * ((-1) ** i) * (i % 3) for i in range(16)]
+    for r in ([_record("interleaved", 0.2, i, False, settings=settings, round_ratios=LOADED_20PCT,
+                       condition="load") for i in range(2)]
+              + [_record("interleaved", 0.0, 0, False, settings=settings, round_ratios=same,
+                         condition="load"),
+                 _record("interleaved", 0.0, 1, False, settings=settings,
+                         round_ratios=same[:6], condition="load"),
+                 _record("interleaved", 0.0, 2, False, settings=settings,
+                         round_ratios=[None, *same[1:]], condition="load")]):
+        _harness().append_record(out / "gate_records.jsonl", r)
+    text = rejudge.table([out], 0.05)
+    assert "| rounds16-load | t test | 16 | load | 20% of each iteration | 0/2 | 2/2 |" in text
+    assert "| rounds16-load | t test | 16 | load | none (A/A) | 0/1 | 0/1 |" in text
+    assert "| 6 |" not in text
 
 
 def test_recorded_comparisons_are_skipped_on_resume(tmp_path: Path) -> None:

@@ -184,7 +184,8 @@ def test_rerun_end_to_end_in_a_clone(tmp_path: Path) -> None:
         cwd=clone, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     for line in ("round 1/2 base", "round 1/2 new", "round 2/2 new", "round 2/2 base",
-                 "new/base by round", "no regression among 1 matched case"):
+                 "new/base by round", "no regression among 1 matched case",
+                 "2 round(s) are judged by the t test", "95% t interval"):
         assert line in done.stdout, done.stdout
     assert sorted(p.name for p in out_dir.glob("round*.jsonl")) == [
         "round01-base.jsonl", "round01-new.jsonl", "round02-base.jsonl", "round02-new.jsonl"]

@@ -79,7 +79,8 @@ def add_rerun_arguments(p: argparse.ArgumentParser) -> None:
                         "afterwards) and run the selected cases in alternating rounds; "
                         "NEW_REF defaults to the working tree as it is")
     g.add_argument("--rounds", type=_positive, default=5,
-                   help="rounds; each runs the cases once per side (default: 5)")
+                   help="rounds; each runs the cases once per side (default: 5; from 7 "
+                        "the exact sign-flip test judges them, 16 for a 5%% gate)")
     g.add_argument("--order", choices=("abba", "abab"), default="abba",
                    help="abba (default): the side that runs first alternates by round; "
                         "abab: base first every round")
@@ -205,6 +206,7 @@ def rerun_command(args: argparse.Namespace, threshold: float, run_cv: float) -> 
     import tempfile
 
     from parabench.analysis.compare import compare, format_comparison
+    from parabench.analysis.signflip import MIN_ROUNDS
     from parabench.sweep import rerun
 
     if args.base is not None or len(args.rerun) > 2:
@@ -230,6 +232,10 @@ def rerun_command(args: argparse.Namespace, threshold: float, run_cv: float) -> 
     print(f"\n{args.rounds} round(s), each one run per side:")
     for line in rerun.round_ratios(rounds):
         print("  " + line.text())
+    if args.rounds < MIN_ROUNDS:
+        print(f"  {args.rounds} round(s) are judged by the t test with a prior run-to-run CV; "
+              f"from {MIN_ROUNDS} rounds the exact sign-flip test decides, which a round "
+              "spoiled by another process does not move (the README's rates: 16 rounds)")
     print(format_comparison(cmp))
     return cmp.exit_code
 

@@ -15,10 +15,11 @@ epochs, seed; repeats are pooled; skipped cases are left out). Each ok result of
 levels it varies on (:mod:`parabench.analysis.levels`): between runs (their own spread, pooled
 with a prior run-to-run CV, the busy prior for a side measured on a busy machine) and within
 a run (its windows). :func:`judge_speed` is that judgement on any rates grouped by run (an
-interleaved rerun calls it with its rounds).
+interleaved rerun calls it with its rounds, paired: from 7 rounds on, the exact sign-flip
+test on the trimmed mean of the rounds' differences, :mod:`parabench.analysis.signflip`).
 
-The speed verdict, with ``T`` the threshold and ``r`` NEW/BASE (``p``: the two-level t test,
-below 0.05 exactly when the 95 % interval excludes 1):
+The speed verdict, with ``T`` the threshold and ``r`` NEW/BASE (``p``: the two-level t test, or
+the paired rounds' sign-flip test; below 0.05 exactly when the 95 % interval excludes 1):
 
 * ``SLOWER x%`` (a regression): ``r < 1 / (1 + T)`` and ``p < 0.05``; ``faster x%`` the mirror;
 * ``within threshold``: ``p < 0.05`` but ``r`` inside the threshold either way;
@@ -56,6 +57,7 @@ from parabench.analysis.levels import (
     level_ratio,
     run_rates,
 )
+from parabench.analysis.signflip import EXACT_MAX, TRIM
 from parabench.analysis.stats import ALPHA, p_text
 from parabench.case.result import FAILED_STATUSES, Result
 from parabench.identity import CaseId
@@ -331,12 +333,20 @@ def format_comparison(cmp: Comparison) -> str:
     for label, keys in (("only in BASE", cmp.only_base), ("only in NEW", cmp.only_new)):
         if keys:
             lines.append(f"{label}: {'; '.join(_case(k) for k in keys)}")
-    lines.append(
-        f"\ntest: NEW/BASE of each run's median window rate (geometric mean over runs); 95% "
-        f"t interval and p from the runs' spread, pooled with a prior run-to-run CV of "
-        f"{cmp.run_cv:.0%} ({cmp.busy_run_cv:.0%} for a side measured busy) worth "
-        f"{PRIOR_RUNS} runs, and each run's windows (bootstrap); SLOWER / faster: past the "
-        f"threshold and p < {ALPHA}")
+    tests = {c.estimate.test for c in cmp.changes if c.estimate}
+    if tests - {"t"}:
+        lines.append(
+            f"\ntest: NEW/BASE of each run's median window rate, paired by round: the "
+            f"{TRIM:.0%}-trimmed mean of the rounds' log ratios; p and the 95% interval from "
+            f"the sign-flip test on them (every sign assignment, {EXACT_MAX} rounds or fewer), "
+            f"no prior; SLOWER / faster: past the threshold and p < {ALPHA}")
+    if "t" in tests or not tests:
+        lines.append(
+            f"\ntest: NEW/BASE of each run's median window rate (geometric mean over runs); "
+            f"95% t interval and p from the runs' spread, pooled with a prior run-to-run CV "
+            f"of {cmp.run_cv:.0%} ({cmp.busy_run_cv:.0%} for a side measured busy) worth "
+            f"{PRIOR_RUNS} runs, and each run's windows (bootstrap); SLOWER / faster: past the"
+            f" threshold and p < {ALPHA}")
     for c in cmp.changes:
         if c.estimate and c.estimate.base_runs + c.estimate.new_runs == 2:
             lines.append("one run per side: its run-to-run spread is the prior's (use "

@@ -26,7 +26,11 @@ interval with ``PRIOR_RUNS`` degrees of freedom per side that has a prior plus t
 (``runs - 1`` per side), and ``p`` is the same t test's two-sided p, so ``p < 0.05`` exactly
 when the 95 % interval excludes 1. With ``paired`` (an interleaved rerun: run i of each side ran
 in round i), the between-run part is the spread of the rounds' differences instead, pooled with
-both sides' priors, so a drift shared by a round's two runs cancels. A resampling bootstrap over
+both sides' priors, so a drift shared by a round's two runs cancels. From
+:data:`~parabench.analysis.signflip.MIN_ROUNDS` rounds on, a paired estimate is instead the
+exact sign-flip test on the trimmed mean of the rounds' differences
+(:mod:`parabench.analysis.signflip`): no prior, and a round that another process spoiled
+does not move it. A resampling bootstrap over
 runs would need no prior, but with two runs per side it sees half the between-run variance and
 no more than the two values: two A/A runs per side would read significant a third of the time.
 """
@@ -39,6 +43,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from parabench.analysis.signflip import MIN_ROUNDS, sign_flip
 from parabench.case.result import Result
 
 #: prior run-to-run coefficient of variation of one run's median throughput (quiet machine)
@@ -58,7 +63,8 @@ class LevelEstimate:
     ratio: float
     ci: tuple[float, float]
     p: float
-    #: t's degrees of freedom and the standard error of the log ratio
+    #: t's degrees of freedom and the standard error of the log ratio (the sign-flip test:
+    #: rounds - 1, and nan)
     df: float
     se: float
     base_runs: int
@@ -73,13 +79,17 @@ class LevelEstimate:
     new_prior_cv: float
     #: run i of each side ran in the same round (level_ratio's ``paired``)
     paired: bool = False
+    #: the test behind ci and p: "t", or the sign-flip test's description
+    test: str = "t"
 
     def describe(self) -> str:
         """'2 runs x 8 windows vs 2 runs x 8 windows; t, 11 df' (BASE first; 'paired by
-        round, t, ...' when paired)."""
+        round, t, ...' when paired; 'paired by round, exact sign-flip test, 25%-trimmed
+        mean' from MIN_ROUNDS rounds)."""
+        test = f"t, {self.df:.0f} df" if self.test == "t" else self.test
         return (f"{_side(self.base_runs, self.base_windows)} vs "
                 f"{_side(self.new_runs, self.new_windows)}; "
-                f"{'paired by round, ' if self.paired else ''}t, {self.df:.0f} df")
+                f"{'paired by round, ' if self.paired else ''}{test}")
 
     def spread(self) -> str:
         """'run-to-run CV seen 1.2% / 0.8%, prior 6% / 6%' (BASE / NEW; '-': one run)."""
@@ -168,12 +178,22 @@ def level_ratio(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]],
                 confidence: float = CONFIDENCE, paired: bool = False) -> LevelEstimate:
     """NEW/BASE throughput with its interval and p (module docstring): ``base`` and ``new``
     hold each run's window rates (samples/s; larger is faster). ``paired``: run i of each side
-    ran in the same round (interleaved ABAB), so a drift common to a round cancels: the
-    between-run part is then the spread of the rounds' differences, pooled with the sum of
-    both sides' priors. ValueError when a side has no positive rate, or paired sides differ
-    in rounds."""
+    ran in the same round (interleaved ABAB), so a drift common to a round cancels: from
+    MIN_ROUNDS rounds the sign-flip test on the rounds' differences decides (the ratio is
+    their trimmed mean); below, the between-run part is the spread of the rounds'
+    differences, pooled with the sum of both sides' priors. ValueError when a side has no
+    positive rate, or paired sides differ in rounds."""
     b, n = _summarize(base, base_run_cv), _summarize(new, new_run_cv)
     d = n.mean - b.mean
+    if paired and b.runs == n.runs >= MIN_ROUNDS:
+        test = sign_flip([y - x for x, y in zip(b.meds, n.meds, strict=True)], confidence)
+        return LevelEstimate(ratio=math.exp(test.shift),
+                             ci=(math.exp(test.ci[0]), math.exp(test.ci[1])), p=test.p,
+                             df=b.runs - 1, se=math.nan, base_runs=b.runs, new_runs=n.runs,
+                             base_windows=b.windows, new_windows=n.windows,
+                             base_seen_cv=b.seen_cv, new_seen_cv=n.seen_cv,
+                             base_prior_cv=base_run_cv, new_prior_cv=new_run_cv,
+                             paired=True, test=test.describe())
     if paired:
         se, df = _paired(b, n)
     else:
