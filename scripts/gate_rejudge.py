@@ -4,6 +4,7 @@ Usage::
 
     PYTHONPATH=src python scripts/gate_rejudge.py                 # docs/gate/rejudged.md
     PYTHONPATH=src python scripts/gate_rejudge.py --out /tmp/r.md --threshold 0.05
+    PYTHONPATH=src python scripts/gate_rejudge.py --resample 2000   # and resampled rates
 
 Every interleaved record of ``scripts/gate_harness.py`` keeps its rounds' NEW/BASE ratios
 (``round_ratios``: each run's samples/s, the median of its steady windows, so a ratio is the
@@ -19,11 +20,14 @@ them is still the t test, which also reads each run's windows, and the record ha
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate_harness import (  # noqa: E402  (scripts/)
@@ -35,19 +39,24 @@ from gate_harness import (  # noqa: E402  (scripts/)
     read_records,
 )
 
-from parabench.analysis.compare import judge_speed  # noqa: E402
-from parabench.analysis.signflip import MIN_ROUNDS  # noqa: E402
+from parabench.analysis.compare import judge_speed, speed_verdict  # noqa: E402
+from parabench.analysis.signflip import MIN_ROUNDS, p_value, trimmed_mean  # noqa: E402
 
 OUT = DEFAULT_OUT / "rejudged.md"
 
 
-def rejudge(record: Mapping[str, Any], threshold: float) -> dict[str, Any] | None:
-    """The record's rounds judged by today's paired test (None: not a complete paired one of
-    MIN_ROUNDS rounds or more)."""
+def rejudge_ok(record: Mapping[str, Any]) -> bool:
+    """Whether the record is a complete paired comparison of MIN_ROUNDS rounds or more."""
     ratios = record.get("round_ratios")
-    if (record["mode"] != "interleaved" or not ratios or None in ratios
-            or len(ratios) < MIN_ROUNDS):
+    return (record["mode"] == "interleaved" and bool(ratios) and None not in ratios
+            and len(ratios) >= MIN_ROUNDS)
+
+
+def rejudge(record: Mapping[str, Any], threshold: float) -> dict[str, Any] | None:
+    """The record's rounds judged by today's paired test (None: not :func:`rejudge_ok`)."""
+    if not rejudge_ok(record):
         return None
+    ratios = record["round_ratios"]
     speed = judge_speed([[1.0]] * len(ratios), [[r] for r in ratios], threshold, paired=True)
     return {"verdict": speed.verdict, "regressed": speed.regressed, "ratio": speed.ratio,
             "p": speed.estimate.p, "test": speed.estimate.test}
@@ -84,16 +93,64 @@ def table(sources: Iterable[Path], threshold: float) -> str:
         "the test differs.", "", *lines, ""])
 
 
+def resampled(sources: Iterable[Path], threshold: float, draws: int, seed: int = 0) -> str:
+    """Rates of today's test on comparisons resampled from the measured rounds: each draw
+    picks one recorded comparison of the cell at random and draws its rounds' count of rounds
+    from it with replacement (so a draw keeps the spread of the comparison it came from), then
+    judges them as ``compare --rerun`` would (SLOWER: past the threshold and p < 0.05)."""
+    rng = np.random.default_rng(seed)
+    cells: dict[tuple, list[list[float]]] = defaultdict(list)
+    for source in sources:
+        for r in read_records(source / RECORDS):
+            if rejudge_ok(r) and r["settings"].get("threshold") == threshold:
+                cells[(r["condition"], float(r["slowdown"]), plant(r))].append(
+                    [math.log(x) for x in r["round_ratios"]])
+    lines = ["| condition | injected slowdown | recorded comparisons (rounds) | resampled "
+             "comparisons | flagged SLOWER | 95% interval of the rate |",
+             "|---|---|---|---|---|---|"]
+    for (condition, slowdown, how), comparisons in sorted(cells.items()):
+        hits = 0
+        for _ in range(draws):
+            logs = np.asarray(comparisons[rng.integers(len(comparisons))])
+            diffs = rng.choice(logs, size=len(logs), replace=True)
+            ratio = math.exp(float(trimmed_mean(diffs)))
+            hits += speed_verdict(ratio, p_value(diffs), threshold).startswith("SLOWER")
+        lo, hi = _wilson(hits, draws)
+        rounds = sum(len(c) for c in comparisons)
+        lines.append(f"| {condition} | {_slowdown_label(slowdown, how)} | {len(comparisons)} "
+                     f"({rounds}) | {draws} | {hits / draws:.2%} | {lo:.2%}-{hi:.2%} |")
+    return "\n".join(lines)
+
+
+def _wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of hits / n."""
+    phat = hits / n
+    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=Path, nargs="+", metavar="DIR",
                    help="harness output directories (default: docs/gate and its subfolders)")
     p.add_argument("--threshold", type=float, default=0.05)
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--resample", type=int, default=0, metavar="N",
+                   help="also N comparisons per cell resampled from the measured rounds")
     args = p.parse_args(argv)
     sources = args.records or sorted(d for d in (DEFAULT_OUT, *DEFAULT_OUT.iterdir())
                                      if (d / RECORDS).is_file())
-    args.out.write_text(table(sources, args.threshold))
+    text = table(sources, args.threshold)
+    if args.resample:
+        text += "\n".join([
+            "", "## Resampled from the measured rounds (a prediction, not a measurement)", "",
+            f"`--resample {args.resample}`: {resampled.__doc__.split(':', 1)[1].strip()} The "
+            "draws assume a comparison's rounds are exchangeable; the rates are what today's "
+            "test would do on comparisons like the measured ones, with the interval of the "
+            "draws' own count (the recorded comparisons are few, and that limits it more).",
+            "", resampled(sources, args.threshold, args.resample), ""])
+    args.out.write_text(text)
     print(args.out.read_text())
     return 0
 

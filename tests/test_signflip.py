@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from parabench.analysis.compare import judge_speed
-from parabench.analysis.signflip import MIN_ROUNDS, TRIM, sign_flip
+from parabench.analysis.signflip import MIN_ROUNDS, TRIM, p_value, sign_flip
 from parabench.analysis.stats import ALPHA
 
 # Measured: mlp/serial_slow, 16 interleaved rounds on a 2-core machine kept busy by two
@@ -74,14 +74,12 @@ def test_same_code_is_flagged_at_most_alpha_of_the_time(noise: str) -> None:
     rng = np.random.default_rng(3)
     flagged = 0
     trials = 400
-    from parabench.analysis.signflip import _p
-
     for _ in range(trials):
         diffs = rng.normal(0, 0.05, 10)
         if noise == "spoiled":
             hit = rng.random(10) < 0.2
             diffs[hit] += rng.choice((-1, 1), hit.sum()) * rng.uniform(0.7, 1.1, hit.sum())
-        flagged += _p(diffs) < ALPHA
+        flagged += p_value(diffs) < ALPHA
     # exact: E[rate] <= 0.05; 400 trials put a 0.05 rate under 0.075 with 99 % probability
     assert flagged / trials <= 0.075
 

@@ -6,6 +6,7 @@ Usage::
     test = sign_flip(diffs)                           # needs MIN_ROUNDS rounds to speak
     math.exp(test.shift), test.ci, test.p             # NEW/BASE, its 95 % interval, two-sided p
     test.describe()                                   # 'exact sign-flip test, 25%-trimmed mean'
+    p_value(diffs)                                    # the same p, without the interval
 
 An interleaved rerun (``parabench compare --rerun``) measures both versions once in every
 round, so each round gives one difference of log throughputs, and the rounds are the unit of
@@ -80,7 +81,9 @@ def _signs(n: int) -> tuple[np.ndarray, bool]:
     return rng.choice((-1.0, 1.0), size=(DRAWS, n)), False
 
 
-def _p(diffs: np.ndarray) -> float:
+def p_value(diffs: Sequence[float] | np.ndarray) -> float:
+    """The test's two-sided p alone (no interval: a fraction of :func:`sign_flip`'s cost)."""
+    diffs = np.asarray(diffs, dtype=float)
     signs, exact = _signs(len(diffs))
     observed = abs(float(trimmed_mean(diffs)))
     null = np.abs(trimmed_mean(signs * np.abs(diffs)))
@@ -100,7 +103,7 @@ def sign_flip(diffs: Sequence[float], confidence: float = 0.95) -> SignFlip:
     span = float(x.max() - x.min()) + 1e-12
 
     def accepted(shift: float) -> bool:
-        return _p(x - shift) >= alpha
+        return p_value(x - shift) >= alpha
 
     def edge(outside: float) -> float:
         inside = centre  # the test never rejects the estimate itself (p = 1)
@@ -112,5 +115,5 @@ def sign_flip(diffs: Sequence[float], confidence: float = 0.95) -> SignFlip:
     low_out, high_out = float(x.min()) - span, float(x.max()) + span
     lo = edge(low_out) if not accepted(low_out) else -math.inf
     hi = edge(high_out) if not accepted(high_out) else math.inf
-    return SignFlip(shift=centre, ci=(lo, hi), p=_p(x), rounds=len(x),
+    return SignFlip(shift=centre, ci=(lo, hi), p=p_value(x), rounds=len(x),
                     exact=len(x) <= EXACT_MAX)
