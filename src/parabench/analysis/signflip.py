@@ -2,6 +2,8 @@
 
 Usage::
 
+    rounds = [(1000, 830), (990, 845), (1010, 820), (980, 1290), (1000, 835), (995, 828),
+              (1005, 840), (990, 832)]               # (BASE, NEW) samples/s in each round
     diffs = [math.log(n / b) for b, n in rounds]     # each round's log(NEW/BASE) throughput
     test = sign_flip(diffs)                           # needs MIN_ROUNDS rounds to speak
     math.exp(test.shift), test.ci, test.p             # NEW/BASE, its 95 % interval, two-sided p
