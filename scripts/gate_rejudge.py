@@ -143,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
                                      if (d / RECORDS).is_file())
     text = table(sources, args.threshold)
     if args.resample:
+        how = " ".join(resampled.__doc__.split(":", 1)[1].split())
         text += "\n".join([
             "", "## Resampled from the measured rounds (a prediction, not a measurement)", "",
-            f"`--resample {args.resample}`: {resampled.__doc__.split(':', 1)[1].strip()} The "
-            "draws assume a comparison's rounds are exchangeable; the rates are what today's "
-            "test would do on comparisons like the measured ones, with the interval of the "
-            "draws' own count (the recorded comparisons are few, and that limits it more).",
+            f"`--resample {args.resample}`: {how} The "
+            "draws assume a comparison's rounds are exchangeable. A draw is centred on its "
+            "comparison's own estimate, not on the truth, which about doubles the variance "
+            "of its estimate: the rates overstate false alarms and understate detection. "
+            "The interval is the draws' own; the recorded comparisons are few, and that "
+            "limits it more.",
             "", resampled(sources, args.threshold, args.resample), ""])
     args.out.write_text(text)
     print(args.out.read_text())
