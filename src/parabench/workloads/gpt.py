@@ -13,6 +13,8 @@ so pipeline and model-parallel methods cut it between blocks; its size is the pr
 the next tokens (N, T); the loss is the mean cross-entropy per token. Every row holds T real
 tokens (no padding), so the mean over a batch's tokens equals the mean of its samples' means
 and a batch split into equal parts averages back to serial's loss: data parallelism is exact.
+:mod:`parabench.workloads.gpt2` is this workload at GPT-2 small's shape (its own
+:attr:`GPT.sizes` table and a padded vocabulary).
 
 Quality, the gated metric: **held-out next-token accuracy, higher is better** (every
 position of every held-out sequence, the argmax of the logits against the true next token).
@@ -63,6 +65,11 @@ class Size:
     heads: int
     layers: int
     batch: int
+    #: words of the synthetic chain where fewer than ``vocab`` (gpt2: a padded vocabulary the
+    #: data uses a corner of); None: the whole vocabulary
+    words: int | None = None
+    #: held-out sequences; None: a fifth of them
+    held_out: int | None = None
 
 
 SIZES: dict[str, Size] = {
@@ -98,20 +105,25 @@ class GPT(TorchWorkload):
     #: moves the time, not the quality): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.38
 
+    #: profile -> size (a subclass brings its own table: gpt2)
+    sizes: ClassVar[Mapping[str, Size]] = SIZES
+
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
-        size = SIZES[profile]
+        size = self.sizes[profile]
         if data_dir is not None:
             from parabench.workloads.datasets import load_char_text
 
             data: Dataset = load_char_text(data_dir, seq_len=size.seq_len,
                                            vocab_size=REAL_VOCAB)
         else:
-            data = copy_markov_sequences(n=size.sequences, vocab_size=size.vocab,
-                                         seq_len=size.seq_len, seed=seed)
+            held_out = 0.2 if size.held_out is None else size.held_out / size.sequences
+            data = copy_markov_sequences(n=size.sequences, vocab_size=size.words or size.vocab,
+                                         seq_len=size.seq_len, seed=seed,
+                                         test_fraction=held_out)
         return dataclasses.replace(data, profile=profile)  # the model is sized by profile
 
     def default_batch_size(self, profile: str) -> int | None:
-        return SIZES[profile].batch
+        return self.sizes[profile].batch
 
     def tensors(self, data: Dataset) -> tuple[torch.Tensor, ...]:
         import torch
@@ -129,10 +141,13 @@ class GPT(TorchWorkload):
             raise ConfigError(f"workload {self.name} needs (N, T) token ids and (N, T) next "
                               f"tokens; the data has {data.x_train.shape} / "
                               f"{data.y_train.shape}")
-        size = SIZES[data.profile or "quick"]
-        vocab = len(getattr(data, "vocab", ()) or ()) or int(data.x_train.max()) + 1
-        return GPTShape(vocab=vocab, seq_len=data.x_train.shape[1], width=size.width,
-                        heads=size.heads, layers=size.layers)
+        size = self.sizes[data.profile or "quick"]
+        return GPTShape(vocab=self.vocab_size(data), seq_len=data.x_train.shape[1],
+                        width=size.width, heads=size.heads, layers=size.layers)
+
+    def vocab_size(self, data: Dataset) -> int:
+        """The model's vocabulary: the data's (its token names, else its largest id + 1)."""
+        return len(getattr(data, "vocab", ()) or ()) or int(data.x_train.max()) + 1
 
     def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
         from parabench.workloads.models.gpt import build_gpt
