@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # case.records: the typed sub-records of a Result, plain data that sessions fill
     ("bottom", ("parabench", "parabench.case.clock", "parabench.case.pool",
                 "parabench.case.records", "parabench.case.rank", "parabench.case.launcher",
+                "parabench.case.tempdirs",
                 "parabench.method",
                 "parabench.workload", "parabench.workloads", "parabench.config",
                 "parabench.registry", "parabench.hardware", "parabench.cache",

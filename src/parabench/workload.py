@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -37,6 +37,16 @@ if TYPE_CHECKING:
 #: different dataset is different mathematics; a path, so no label shows it
 DATA_DIR = OptionSpec(str, "directory or file with a real dataset (nothing is downloaded)",
                       changes_math=True, in_label=False)
+
+
+#: the option of every convolutional workload (declared in its ``options``): its model and each
+#: batch in ``torch.channels_last`` memory format (NHWC), what GPU users train convolutions in.
+#: Other kernels, the same mathematics within float precision (as ``compile``); the work timed
+#: changes, so a speed ratio's baseline shares it. Applied from outside the model
+#: (:mod:`parabench.torch.knobs`)
+CHANNELS_LAST = OptionSpec(str, "memory format of the model and batches: on (NHWC, "
+                           "torch.channels_last) or off (NCHW)", choices=("on", "off"),
+                           default="off", equal_work=True, family="torch")
 
 
 def no_real_data(workload: str, data_dir: str | None) -> None:
@@ -67,6 +77,9 @@ class Dataset:
     #: the profile the data was made for, where the model is sized by it too (vgg11 and
     #: densenet121 are narrower at tiny); None: the model depends on the data alone
     profile: str | None = None
+    #: where the arrays came from, for the case's notes: ``data_source`` (built, sweep cache,
+    #: data dir) and ``data_s``, the seconds it took (:mod:`parabench.workloads.datacache`)
+    origin: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_train(self) -> int:
@@ -126,6 +139,9 @@ class Workload(ABC):
     #: where plain ``pytest`` ranks this workload when it picks one to stand for a method
     #: (cheapest first, :func:`parabench.sweep.bench.smoke_cases`); None: after the ranked ones
     smoke_rank: ClassVar[int | None] = None
+    #: whether the coverage grid (a bare ``parabench run``) trains it; False for a workload
+    #: sized for another machine whose code another covered workload runs (gpt2: gpt's)
+    in_coverage: ClassVar[bool] = True
 
     @abstractmethod
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
@@ -136,8 +152,11 @@ class Workload(ABC):
         """
 
     def dataset(self, config: RunConfig) -> Dataset:
-        """The data of one case: synthetic, or real from ``config.options['data_dir']``."""
-        return self.make_data(config.profile, config.seed, data_dir=config.option("data_dir"))
+        """The data of one case: real from ``config.options['data_dir']``, else synthetic,
+        built once per sweep (:mod:`parabench.workloads.datacache`); ``origin`` says which."""
+        from parabench.workloads.datacache import case_dataset
+
+        return case_dataset(self, config.profile, config.seed, config.option("data_dir"))
 
     def default_batch_size(self, profile: str) -> int | None:
         """Batch size used when the config leaves it unset (None: the workload has no batches)."""

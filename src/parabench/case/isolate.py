@@ -42,6 +42,7 @@ from parabench.case.measure import TreeSampler
 from parabench.case.records import Machine
 from parabench.case.result import Result
 from parabench.case.target import salvage
+from parabench.case.tempdirs import SWEEP_DIR_ENV, sweep_dir
 from parabench.config import RunConfig
 from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
 
@@ -174,6 +175,9 @@ def run_isolated(
         str(result_path),
     ]
     env = worker_env(config)
+    # what the sweep's cases share (tempdirs.sweep_dir): the runner's folder, or one the user
+    # named for several sweeps (a script of runs builds each dataset once)
+    env[SWEEP_DIR_ENV] = str(sweep_dir() or workdir)
     timed_out = False
     oom_before = oom_kill_counts()
     watch = MachineWatch()
@@ -230,6 +234,8 @@ def stamped(result: Result, *, memory: Mapping[str, Any], measured: Mapping[str,
     """
     machine = None if measured is None else Machine.from_dict(machine_record(
         measured, settings=settings, workers=workers, threads_per_worker=result.threads_per_worker))
+    if machine is not None and result.machine is not None:  # the case's measured peak
+        machine = dataclasses.replace(machine, peak=result.machine.peak)
     return dataclasses.replace(
         result,
         peak_rss_mb=memory["peak_rss_mb"],

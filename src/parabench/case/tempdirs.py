@@ -4,6 +4,13 @@ Usage::
 
     with runner_tempdir() as tmp:      # /tmp/parabench-run-<pid>-<random suffix>
         ...                             # gone afterwards, on return, exception or signal
+    env[SWEEP_DIR_ENV] = str(tmp)       # the runner hands it to every case it starts
+    sweep_dir()                         # in a case: that folder (None outside a sweep)
+
+What the cases of one sweep share lives in the sweep's folder (the matmul peak an MFU is
+against, generated data): measured or built by the first case that needs it, read by the
+others, gone with the sweep. A ``$PARABENCH_SWEEP_DIR`` already set when the runner starts
+(an existing folder) is used instead, so several runs of a script share it; the user removes it.
 
 A runner killed by SIGKILL cannot clean up, so each new runner first removes the
 ``parabench-run-<pid>-*`` directories whose owning pid is no longer alive (and only those:
@@ -23,6 +30,8 @@ from pathlib import Path
 import psutil
 
 PREFIX = "parabench-run-"
+#: the variable naming the sweep's folder in a case's environment
+SWEEP_DIR_ENV = "PARABENCH_SWEEP_DIR"
 _NAME = re.compile(rf"^{re.escape(PREFIX)}(\d+)-")
 
 
@@ -61,3 +70,9 @@ def runner_tempdir(root: str | os.PathLike[str] | None = None) -> Iterator[Path]
     remove_stale(root)
     with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-", dir=root) as tmp:
         yield Path(tmp)
+
+
+def sweep_dir() -> Path | None:
+    """The folder of the sweep this case runs in (``$PARABENCH_SWEEP_DIR``), if it exists."""
+    named = os.environ.get(SWEEP_DIR_ENV, "")
+    return Path(named) if named and Path(named).is_dir() else None

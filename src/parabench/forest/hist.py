@@ -86,6 +86,7 @@ class HistForestSession(Session):
 
     def start(self) -> None:
         self.data = self.workload.dataset(self.config)
+        self.notes.update(self.data.origin or {})  # built, or from the sweep's cache
         self.samples_per_epoch = self.workload.samples_per_epoch(self.data)
         self.params = forest_params(self.workload, self.config)
         self.start_engine(self.data)

@@ -54,6 +54,7 @@ class ForestSession(Session):
 
     def start(self) -> None:
         self.data = self.workload.dataset(self.config)
+        self.notes.update(self.data.origin or {})  # built, or from the sweep's cache
         self.samples_per_epoch = self.workload.samples_per_epoch(self.data)
         self.start_engine()
 

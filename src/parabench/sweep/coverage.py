@@ -147,7 +147,7 @@ def _coverage_slot(grid: Grid, judged: Any) -> list[Case]:
         workload = _cheapest_workload(grid, method.name, counts[0], judged)
         picked.setdefault((workload, method.name), [judged(workload, method.name, w)
                                                     for w in counts])
-    for workload in workloads.names():
+    for workload in _covered():
         dp = next((m for m in data_parallel_methods()
                    if methods.get(m).supports(workloads.get(workload))), None)
         for name in [m for m in [dp] if m]:
@@ -177,6 +177,11 @@ def _device(grid: Grid, workload: str, method: str) -> str:
     return next((d for d in grid.devices or default_devices() if d in own), own[0])
 
 
+def _covered() -> list[str]:
+    """The workloads the coverage grid may train (``Workload.in_coverage``)."""
+    return [n for n in workloads.names() if workloads.get(n).in_coverage]
+
+
 def _cheapest_workload(grid: Grid, method: str, workers: int, judged: Any) -> str:
     """The cheapest workload the method runs here; else the cheapest it supports (a skipped
     row saying why); else the cheapest of all (a row saying it supports none)."""
@@ -186,7 +191,7 @@ def _cheapest_workload(grid: Grid, method: str, workers: int, judged: Any) -> st
         config = grid.config(workload=name, method=method, device="cpu", workers=workers)
         return guess_s(config.replace(profile="tiny")), name
 
-    names = sorted(workloads.names(), key=cost)
+    names = sorted(_covered(), key=cost)
     supported = [n for n in names if methods.get(method).supports(workloads.get(n))]
     runnable = [n for n in supported if judged(n, method, workers).skip_reason is None]
     return (runnable or supported or names)[0]

@@ -15,28 +15,31 @@ Usage (what every torch Session's ``start`` and every rank program does)::
     # on ranks: build_case(..., world=ctx.world_size, count_flops=rank == 0): ``auto`` is
     # found on each rank and the smallest wins (one MIN all-reduce)
 
-``--batch-size auto`` finds the largest power of two that fits: on CUDA by really running a
-training step at each size and catching out-of-memory (weights, buffers and RNG restored
-afterwards); on CPU against a memory budget (half the available RAM, shared between workers)
-computed from the bytes autograd saves per sample. Not even a batch of one fitting raises
+``--batch-size auto`` finds the largest power of two that fits (:mod:`.autobatch`): on CUDA by
+really running a training step at each size within a time budget and catching out-of-memory
+(weights, buffers and RNG restored afterwards); on CPU against a memory budget (half the
+available RAM, shared between workers) computed from the bytes autograd saves per sample.
+The sizes tried are in the case's notes. Not even a batch of one fitting raises
 ``MemoryError``, which the runner records as ``oom``.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
 import torch
 
 from parabench.cache import cached_json
 from parabench.case.clock import Clock
 from parabench.config import RunConfig
+from parabench.torch.autobatch import activation_bytes_per_sample as activation_bytes_per_sample
+from parabench.torch.autobatch import auto_batch
+from parabench.torch.autobatch import auto_batch_size as auto_batch_size
 from parabench.torch.loop import TorchLoop
 from parabench.workload import Dataset, TorchWorkload
 
@@ -61,15 +64,33 @@ class TorchData:
     y_test: torch.Tensor
 
 
+def channels_last(config: RunConfig) -> bool:
+    """Whether the case trains in ``torch.channels_last`` (the convolutional workloads'
+    ``channels_last`` option; a workload that does not declare it: never)."""
+    try:
+        return config.option("channels_last") == "on"
+    except KeyError:
+        return False
+
+
+def _laid_out(t: torch.Tensor, config: RunConfig) -> torch.Tensor:
+    """Images in the case's memory format: stored NHWC once, so every batch sliced from them
+    (advanced indexing keeps the format) is NHWC with no copy in the timed step."""
+    if t.dim() == 4 and channels_last(config):
+        return t.contiguous(memory_format=torch.channels_last)
+    return t
+
+
 def load_tensors(workload: TorchWorkload, config: RunConfig, device: torch.device) -> TorchData:
     """The case's data as tensors; training tensors stay on the host for a DataLoader."""
     data = workload.dataset(config)
     x, y, x_test, y_test = workload.tensors(data)
     train_device = torch.device("cpu") if uses_loader(config) else device
     same = y is x  # autoencoders: targets are the inputs; keep one copy
-    x = x.to(train_device)
+    x = _laid_out(x.to(train_device), config)
     y = x if same else y.to(train_device)
-    return TorchData(data=data, x=x, y=y, x_test=x_test.to(device), y_test=y_test.to(device))
+    return TorchData(data=data, x=x, y=y, x_test=_laid_out(x_test.to(device), config),
+                     y_test=y_test.to(device))
 
 
 def make_loop(
@@ -166,100 +187,6 @@ def cached_flops_per_sample(
                        sources=sources)
 
 
-def activation_bytes_per_sample(
-    model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor, probe: int = 8
-) -> float:
-    """Bytes autograd saves for backward per sample, measured on a small probe batch."""
-    saved = 0
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        nonlocal saved
-        saved += t.numel() * t.element_size()
-        return t
-
-    device = next(model.parameters()).device
-    n = min(probe, len(x))
-    xb, yb = _probe_batch(x, y, n, device)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = loss_fn(model(xb), yb)
-    loss.backward()
-    model.zero_grad(set_to_none=True)
-    return saved / n
-
-
-def auto_batch_size(
-    model: torch.nn.Module,
-    loss_fn: LossFn,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    budget_bytes: float,
-    limit: int,
-) -> int:
-    """CPU: the largest power of two whose activations + parameter state fit the budget.
-
-    Parameter state counts weights, gradients and two optimizer buffers. Raises MemoryError
-    when not even a batch of one fits, so the case is recorded as ``oom``.
-    """
-    params = sum(p.numel() * p.element_size() for p in model.parameters()) * 4
-    per_sample = activation_bytes_per_sample(model, loss_fn, x, y) * 2  # activations + grads
-    if params + per_sample > budget_bytes:
-        raise MemoryError(
-            f"a batch of 1 needs ~{(params + per_sample) / 2**20:.0f} MB, budget is "
-            f"{budget_bytes / 2**20:.0f} MB; use a smaller model or more memory"
-        )
-    batch = 1
-    while batch * 2 <= limit and params + per_sample * batch * 2 <= budget_bytes:
-        batch *= 2
-    return batch
-
-
-def _fits_cuda(model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor,
-               batch: int, optimizer_state_factor: int = 2) -> bool:
-    """Run one forward/backward at ``batch`` (plus room for optimizer state); OOM -> False."""
-    device = next(model.parameters()).device
-    reserve: list[torch.Tensor] = []
-    try:
-        # momentum / Adam buffers are allocated at the first real step: hold their room now
-        reserve = [torch.empty_like(p) for p in model.parameters() for _ in
-                   range(optimizer_state_factor)]
-        xb, yb = _probe_batch(x, y, batch, device)
-        loss_fn(model(xb), yb).backward()
-        torch.cuda.synchronize(device)
-        return True
-    except torch.OutOfMemoryError:
-        return False
-    finally:
-        del reserve
-        model.zero_grad(set_to_none=True)
-        torch.cuda.empty_cache()
-
-
-def auto_batch_size_cuda(
-    model: torch.nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor, *, limit: int
-) -> int:
-    """CUDA: the largest power of two for which a real training step does not run out of memory.
-
-    Buffers (batch-norm statistics) and the RNG are restored, so the search leaves no trace
-    on the training that follows.
-    """
-    buffers = copy.deepcopy({k: b for k, b in model.named_buffers()})
-    rng = torch.cuda.get_rng_state_all(), torch.get_rng_state()
-    try:
-        if not _fits_cuda(model, loss_fn, x, y, 1):
-            raise MemoryError("a batch of 1 does not fit on the GPU; use more devices")
-        batch = 1
-        while batch * 2 <= limit and _fits_cuda(model, loss_fn, x, y, batch * 2):
-            batch *= 2
-        return batch
-    finally:
-        with torch.no_grad():
-            for name, b in model.named_buffers():
-                b.copy_(buffers[name])
-        torch.cuda.set_rng_state_all(rng[0])
-        torch.set_rng_state(rng[1])
-
-
 def resolve_batch_size(
     workload: TorchWorkload,
     config: RunConfig,
@@ -268,21 +195,16 @@ def resolve_batch_size(
     device: torch.device,
     notes: dict[str, Any],
 ) -> int:
-    """The global batch size: explicit, the workload's default, or found (``auto``)."""
+    """The global batch size: explicit, the workload's default, or found (``auto``: the
+    search of :mod:`parabench.torch.autobatch`, whose tries go into ``notes``)."""
     if config.batch_size is None:
         return workload.default_batch_size(config.profile) or 64
     if config.batch_size != "auto":
         return int(config.batch_size)
-    loss_fn = workload.loss_fn()
-    if device.type == "cuda":
-        chosen = auto_batch_size_cuda(model, loss_fn, t.x, t.y, limit=len(t.x))
-        notes["batch_size_auto"] = "largest power of two without CUDA out-of-memory"
-        return chosen
-    # CPU: half of what is available now, shared fairly between workers
-    budget = psutil.virtual_memory().available * 0.5 / config.workers
-    notes["batch_size_auto"] = "largest power of two within half the free RAM / workers"
-    notes["batch_size_auto_budget_mb"] = round(budget / 2**20, 1)
-    return auto_batch_size(model, loss_fn, t.x, t.y, budget_bytes=budget, limit=len(t.x))
+    search = auto_batch(model, workload.loss_fn(), t.x, t.y, device, workers=config.workers,
+                        precision=config.option("precision"))
+    notes.update(search.notes())
+    return search.batch
 
 
 def agreed_batch(batch: int, device: torch.device) -> int:
@@ -316,19 +238,63 @@ class TorchCase:
     batch_size: int
     flops_per_sample: float | None
     notes: dict[str, Any] = field(default_factory=dict)
+    #: the largest CUDA allocation (bytes) per device in training / in evaluation, folded in
+    #: at each switch between them (:meth:`evaluating`)
+    train_peaks: dict[torch.device, int] = field(default_factory=dict)
+    eval_peaks: dict[torch.device, int] = field(default_factory=dict)
 
     @property
     def samples_per_epoch(self) -> int:
         return self.workload.samples_per_epoch(self.data.data)
 
+    def _cuda(self) -> list[torch.device]:
+        return [d for d in self.devices if d.type == "cuda"]
+
     def reset_peaks(self) -> None:
-        """Start counting the GPU peak here (every device of the case)."""
-        for device in self.devices:
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
+        """Start counting training's GPU peak here (every device of the case): the data, the
+        model, the probes before it (FLOP count, ``auto`` batch search) are not training."""
+        self.train_peaks.clear()
+        for device in self._cuda():
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def _fold(self, into: dict[torch.device, int]) -> None:
+        """The peak since the last reset into ``into``, then a fresh count from here."""
+        for d in self._cuda():
+            into[d] = max(into.get(d, 0), torch.cuda.max_memory_allocated(d))
+            torch.cuda.reset_peak_memory_stats(d)
+
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """A held-out evaluation, counted apart from training's peak (its batches of 1024
+        are not what training needs: a 224 px VGG's first activations alone are gigabytes)."""
+        self._fold(self.train_peaks)
+        try:
+            yield
+        finally:
+            self._fold(self.eval_peaks)
+
+    def train_peaks_mb(self) -> list[float]:
+        """Training's CUDA peak (MB) per device: the steps and everything else outside
+        :meth:`evaluating` since :meth:`reset_peaks`."""
+        return [max(self.train_peaks.get(d, 0), torch.cuda.max_memory_allocated(d)) / 2**20
+                for d in self._cuda()]
 
     def peak_gpu_mb(self) -> float | None:
-        return peak_gpu_mb(*self.devices)
+        """Training's largest per-device CUDA peak (MB); None on CPU."""
+        return max(self.train_peaks_mb(), default=None)
+
+    def gpu_memory_notes(self) -> dict[str, float]:
+        """What the GPU held apart from training's peak: evaluation's peak and the case's
+        data kept on the device (MB), for the result's notes."""
+        if not self._cuda():
+            return {}
+        tensors = {id(t): t for t in (self.data.x, self.data.y, self.data.x_test,
+                                      self.data.y_test)}.values()
+        on_gpu = sum(t.numel() * t.element_size() for t in tensors if t.device.type == "cuda")
+        notes = {"gpu_data_mb": round(on_gpu / 2**20, 1)}
+        if self.eval_peaks:
+            notes["gpu_eval_peak_mb"] = round(max(self.eval_peaks.values()) / 2**20, 1)
+        return notes
 
     def loop(self, model: torch.nn.Module, batch_size: int,
              optimizer: torch.optim.Optimizer | None = None, clock: Clock | None = None
@@ -375,10 +341,14 @@ def build_case(
         torch.set_num_threads(threads)
     notes: dict[str, Any] = {}
     t = load_tensors(workload, config, device)
+    notes.update(t.data.origin or {})  # built, or from the sweep's cache, and its seconds
     torch.manual_seed(config.seed)
     model = workload.build_model(t.data, config.seed)
     if not on_host:
         model = model.to(device)
+    if channels_last(config):  # before any wrapper or stage cut sees the parameters
+        model = model.to(memory_format=torch.channels_last)
+        notes["memory_format"] = "channels_last"
     loss_fn = workload.loss_fn()
     flops = None
     if count_flops:  # the workload's formula where it has one, else counted

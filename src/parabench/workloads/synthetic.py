@@ -26,6 +26,7 @@ follow the real-data loaders (:mod:`parabench.workloads.datasets`): 0 is padding
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,12 +54,18 @@ def _split(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Drop repeated inputs, shuffle, split: no held-out input is also a training input."""
     first: dict[bytes, int] = {}
-    for i, row in enumerate(x):
-        first.setdefault(row.tobytes(), i)
+    for i, row in enumerate(x):  # keyed by a digest: a copy of every row is gigabytes at full
+        first.setdefault(_digest(row), i)
     keep = rng.permutation(np.fromiter(first.values(), dtype=np.int64))
     n_test = max(1, int(round(len(keep) * test_fraction)))
     test, train = keep[:n_test], keep[n_test:]
     return x[train], y[train], x[test], y[test]
+
+
+def _digest(row: np.ndarray) -> bytes:
+    """A 256-bit digest of ``row``'s bytes: equal rows give equal digests, distinct ones
+    (short of a SHA-256 collision) distinct ones."""
+    return hashlib.sha256(np.ascontiguousarray(row)).digest()
 
 
 def image_train_size(n: int, test_fraction: float = 0.2) -> int:
@@ -120,8 +127,8 @@ def class_images(
     x_tr, y_tr, x_te, y_te = _split(x, y, rng, test_fraction)
     if extra_held_out > 0:
         more_x, more_y = draw(extra_held_out, np.random.default_rng([seed, 0x1A6E, 1]))
-        seen = {row.tobytes() for row in (*x_tr, *x_te)}
-        keep = np.array([row.tobytes() not in seen for row in more_x], dtype=bool)
+        seen = {_digest(row) for row in (*x_tr, *x_te)}
+        keep = np.array([_digest(row) not in seen for row in more_x], dtype=bool)
         x_te, y_te = np.concatenate([x_te, more_x[keep]]), np.concatenate([y_te, more_y[keep]])
     return Dataset(x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te, n_classes=classes)
 
@@ -140,15 +147,21 @@ class _ImageDraw:
         y = _labels(n, classes, rng)
         shifts = rng.integers(-self.most, self.most + 1, size=(n, 2))
         contrast = rng.uniform(0.7, 1.3, size=n).astype(np.float32)
+        # np.roll(template, shift) is the size x size window of the template tiled 2 x 2 that
+        # starts at -shift: a view, where np.roll copied every image's template twice
+        tiled = np.tile(self.templates, (1, 1, 2, 2))
+        origin = -shifts % size
         x = np.empty((n, channels, size, size), dtype=np.uint8)
         for start in range(0, n, 256):  # in chunks: full-profile noise would not fit as float
             stop = min(n, start + 256)
             pix = rng.standard_normal((stop - start, channels, size, size), dtype=np.float32)
             pix *= self.noise
             for j, i in enumerate(range(start, stop)):
-                pix[j] += contrast[i] * np.roll(self.templates[y[i]], tuple(shifts[i]),
-                                                axis=(1, 2))
-            x[start:stop] = np.clip(pix * 180 + 40, 0, 255).astype(np.uint8)
+                r, c = origin[i]
+                pix[j] += contrast[i] * tiled[y[i], :, r : r + size, c : c + size]
+            pix *= 180  # in place: the same float32 arithmetic as clip(pix * 180 + 40) with
+            pix += 40  # no chunk-sized temporaries
+            x[start:stop] = np.clip(pix, 0, 255, out=pix)  # float32 -> uint8, as astype
         return x, y
 
 
