@@ -52,8 +52,6 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("Result", "quality"): "held-out quality after training",
     ("Result", "peak_rss_mb"): "largest sum of RSS over the case's whole process tree, sampled "
                                "every 50 ms, never below the worker's own ``ru_maxrss``",
-    ("Result", "peak_gpu_mb"): "``torch.cuda.max_memory_allocated`` (per rank in ``extra`` for "
-                               "multi-GPU methods)",
     ("Result", "cpu_efficiency"): "CPU seconds of the case's processes during training / "
                                   "(wall x workers x threads)",
     ("Result", "wall_s"): "wall seconds of the whole case, start-up included",

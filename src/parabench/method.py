@@ -202,6 +202,9 @@ class Method(ABC):
     #: workload (lowest first, the first that trains it); None: never picked. Read from the
     #: class itself, not inherited: a subclass is a variant (a plugin), not the family's face
     coverage_rank: ClassVar[int | None] = None
+    #: why the method cannot train in ``channels_last`` (None: it can); e.g. FSDP2 shards
+    #: only contiguous parameters
+    no_channels_last: ClassVar[str | None] = None
 
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families
@@ -242,6 +245,8 @@ class Method(ABC):
                     f"not {workload.name}")
         if config.option("precision") == "fp16" and config.device != "cuda":
             return "fp16 autocast needs CUDA; use --precision bf16 on CPU"
+        if self.no_channels_last and config.options.get("channels_last") == "on":
+            return f"{self.name} cannot train in channels_last: {self.no_channels_last}"
         return self.unavailable(config.device) or hardware.missing(workload.requires)
 
     def grading(self, workload: Workload, config: RunConfig) -> Grading:

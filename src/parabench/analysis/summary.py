@@ -72,6 +72,10 @@ class Row:
     peak_mb: float | None = None
     peak_is_rss: bool = False
     peak_gpu_mb: float | None = None
+    #: model FLOPs utilisation (median over the repeats) and the arithmetic of the peak it
+    #: is against (:mod:`parabench.case.peak`)
+    mfu: float | None = None
+    mfu_arithmetic: str = ""
     #: the fastest configuration whose parity holds, in its workload/device/profile
     fastest: bool = False
     #: a skipped pair the method cannot run at all (summarised in one n/a line)
@@ -181,6 +185,7 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
                                        one_core(ok, device, total_cores(workers, threads))) if n),
             **dict(zip(("peak_mb", "peak_is_rss"), peak_memory(ok), strict=True)),
             peak_gpu_mb=_median(r.peak_gpu_mb for r in ok),
+            mfu=_median(r.mfu for r in ok), mfu_arithmetic=_arithmetic(ok),
             fastest=key in fastest,
             extra={TO_TARGET: to_target} if to_target else {}, to_target_s=to_target_s,
         ))
@@ -190,6 +195,11 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
                                            r.method, r.workers, str(r.batch_size)))
     return sorted(rows, key=lambda r: (r.workload, r.device, not is_baseline(r.method),
                                        r.method, r.workers, str(r.batch_size), r.options))
+
+
+def _arithmetic(rs: list[Result]) -> str:
+    """The arithmetic of the peak the rows' MFU is against ("" when none was measured)."""
+    return next((r.machine.peak.arithmetic for r in rs if r.machine and r.machine.peak), "")
 
 
 def _steady(r: Result) -> bool:

@@ -205,9 +205,38 @@ class Trace(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Peak(Record):
+    """The measured matmul peak a row's MFU is against (:mod:`parabench.case.peak`): FLOP/s
+    of one device (CPU: at ``threads``) in the case's ``arithmetic`` ("fp32", "tf32", "bf16",
+    "fp16"), the best of timed ``n`` x ``n`` products; ``devices``: how many the case used
+    (its MFU is over ``flops`` x ``devices``); ``source``: "this sweep" (measured once per
+    sweep, device and arithmetic, shared by its cases) or "this case"."""
+
+    #: FLOP/s of one device (CPU: at ``threads``), the best of the timed products
+    flops: float
+    #: "fp32", "tf32", "bf16" or "fp16": what the case's matmuls and convolutions run in
+    arithmetic: str
+    #: the device's model (the GPU's name, the CPU's)
+    device: str
+    #: devices the case used: its MFU is over ``flops`` x ``devices``
+    devices: int = 1
+    #: torch's intra-op threads it was measured at (CPU; None on a GPU)
+    threads: int | None = None
+    #: the square matmul's size
+    n: int | None = None
+    #: "this sweep" (measured once per sweep and shared) or "this case"
+    source: str = "this case"
+    #: the 1-minute load average when it was measured (a busy machine reads a lower peak)
+    load_1m: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Machine(Record):
     """The machine around the case: thread settings, load and other processes' CPU, the
-    ``busy`` verdict and its basis, and a note saying why figures may not hold."""
+    ``busy`` verdict and its basis, a note saying why figures may not hold, and the measured
+    matmul ``peak`` the row's MFU is against (torch cases)."""
+
+    nested: ClassVar[dict[str, type[Record]]] = {"peak": Peak}
 
     omp_wait_policy: str | None = None
     omp_wait_policy_source: str | None = None
@@ -226,6 +255,8 @@ class Machine(Record):
     busy: bool = False
     busy_basis: str | None = None
     note: str | None = None
+    #: the measured matmul peak the row's MFU is against (torch cases; :mod:`parabench.case.peak`)
+    peak: Peak | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,3 +287,5 @@ class Facts(Record):
     rank_max_rss_mb: list[float] | None = None
     rank_peak_pss_mb: list[float | None] | None = None
     rank_hosts: list[str] | None = None
+    #: GPUs one worker's stages use (model parallel on cuda); the MFU is over all of them
+    gpus_used: int | None = None

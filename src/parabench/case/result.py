@@ -99,6 +99,10 @@ class Result:
     #: peak of the PSS sum over the case's processes (shared pages counted once; see
     #: parabench.case.measure); None when no PSS was readable. Its source: extra.peak_pss_source
     peak_pss_mb: float | None = None
+    #: training's largest per-device CUDA peak, MB (``torch.cuda.max_memory_allocated`` from
+    #: the first step on, evaluation apart: its peak and the data kept on the GPU are
+    #: ``extra.gpu_eval_peak_mb`` / ``extra.gpu_data_mb``; per rank in ``extra`` for multi-GPU
+    #: methods)
     peak_gpu_mb: float | None = None
     cpu_efficiency: float | None = None
     #: CPU seconds the case's processes used per wall second over the steady speed windows
@@ -112,6 +116,10 @@ class Result:
     components: dict[str, list[float]] = field(default_factory=dict)
     #: forward + backward FLOPs per training sample (torch.utils.flop_counter)
     flops_per_sample: float | None = None
+    #: model FLOPs utilisation: ``flops_per_sample`` x ``samples_per_s`` over the measured
+    #: matmul peak of the case's arithmetic x its devices (``machine.peak``,
+    #: :mod:`parabench.case.peak`); None: not a torch case, no speed, or not measured
+    mfu: float | None = None
     #: held-out quality after each epoch (its last evaluation; a last epoch cut short by time
     #: to target: where it stopped), aligned with ``epoch_s`` (time-to-target mode only; every
     #: evaluation: ``time_to_target.eval_quality``)

@@ -54,3 +54,5 @@ class FSDP(DataParallelMethod):
     startup_guess_s: ClassVar[float | None] = 9.0
     description: ClassVar[str] = "FSDP2 fully_shard: parameters, gradients, optimizer state sharded"
     session_class: ClassVar[type[Session]] = FSDPSession
+    no_channels_last: ClassVar[str | None] = (
+        "FSDP2 shards only contiguous parameters (torch raises NotImplementedError)")

@@ -53,6 +53,8 @@ class FSDPTensorParallel(TensorParallelMethod):
     options: ClassVar[Mapping[str, OptionSpec]] = {**TensorParallelMethod.options,
                                                    "tp": TP.with_default(2)}
     session_class: ClassVar[type[Session]] = FSDPTPSession
+    no_channels_last: ClassVar[str | None] = (
+        "FSDP2 shards only contiguous parameters (torch raises NotImplementedError)")
 
     def degrees(self, config: RunConfig) -> ParallelDegrees:
         return ParallelDegrees.of(config.workers, tp=config.option("tp"))

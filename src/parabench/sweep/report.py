@@ -71,7 +71,7 @@ from parabench.analysis.summary import (
 )
 
 __all__ = ["REASON_WIDTH", "TABLE_WIDTH", "TO_TARGET", "UNSUPPORTED_MARK", "Row",
-           "format_table", "legend", "not_applicable", "one_line", "summarize",
+           "format_table", "legend", "mfu_cell", "not_applicable", "one_line", "summarize",
            "terminal_width", "windows_phrase"]
 
 #: the compact table and every legend line fit a terminal this wide
@@ -81,7 +81,11 @@ NOTE_MARK = "†"
 #: columns the compact table lifts into its title line when every row has the same value
 LIFTABLE = ("workload", "device", "profile", "batch", "options", "n")
 #: columns only the wide table has; OPTIONAL: dropped, in order, while it is still too wide
-WIDE_ONLY = ("epoch s (IQR)",)
+WIDE_ONLY = ("epoch s (IQR)", "MFU")
+#: the wide table's legend line for the MFU column
+MFU_LEGEND = ("MFU: FLOPs per sample x samples/s over the matmul peak of the row's arithmetic "
+              "(bf16, fp16, tf32 or fp32) measured on this machine in the same sweep, times the "
+              "devices the row used (JSON: mfu, machine.peak)")
 OPTIONAL = ("scaling",)
 
 
@@ -99,7 +103,14 @@ def _memory(r: Row) -> str:
                                                    if r.peak_gpu_mb else "")
 
 
-def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
+def mfu_cell(r: Row) -> str:
+    """``11.8% bf16``: the row's MFU and the arithmetic of its peak; ``-`` when unmeasured."""
+    if r.mfu is None:
+        return "-"
+    return f"{r.mfu:.1%} {r.mfu_arithmetic}".rstrip()
+
+
+def _cells(r: Row, extra_headers: list[str], mfu: bool) -> tuple[str, ...]:
     epoch = "-" if r.epoch_s is None else f"{r.epoch_s:.3f} ({r.epoch_iqr_s or 0:.3f})"
     epoch += ("" if r.steady or r.epoch_s is None else " ~") + (" !" if r.busy else "")
     tail = r.quality if r.status == "ok" else f"{r.status}: {r.note}"
@@ -111,7 +122,8 @@ def _cells(r: Row, extra_headers: list[str]) -> tuple[str, ...]:
             rate_text(r.samples_per_s, r.samples_per_s_ci),
             _ratio(r.speedup, r.baseline, ".2f", "x"),
             _ratio(r.scaling_efficiency, r.scaling_baseline, ".2f", ""),
-            _memory(r), r.parity, *(r.extra.get(h, "-") for h in extra_headers), tail)
+            *([mfu_cell(r)] if mfu else []), _memory(r), r.parity,
+            *(r.extra.get(h, "-") for h in extra_headers), tail)
 
 
 def not_applicable(rows: Iterable[Row]) -> str:
@@ -132,10 +144,12 @@ def format_table(rows: list[Row], *, wide: bool = False, width: int | None = Non
     fits there, else the compact one fitted to it. None (piped output): the compact table."""
     extra_headers = sorted({h for r in rows for h in r.extra})
     header = ("workload", "method", "device", "workers", "batch", "profile", "options", "n",
-              "epoch s (IQR)", "samples/s", "speedup", "scaling", "peak MB (PSS)", "parity",
+              "epoch s (IQR)", "samples/s", "speedup", "scaling", "MFU", "peak MB (PSS)", "parity",
               *extra_headers, "quality / status")
     shown = [r for r in rows if not r.unsupported]
-    cells = [_cells(r, extra_headers) for r in shown]
+    mfu = any(r.mfu is not None for r in shown)  # results from before MFU: no column
+    header = tuple(h for h in header if h != "MFU" or mfu)
+    cells = [_cells(r, extra_headers, mfu) for r in shown]
     out = _grid(header, cells)
     hidden: list[str] = []
     if not wide and (width is None or max(map(len, out)) > width):
@@ -148,6 +162,8 @@ def format_table(rows: list[Row], *, wide: bool = False, width: int | None = Non
     if na := not_applicable(rows):
         out.extend(_wrap(na))
     out.extend(legend(shown))
+    if wide and mfu:
+        out.extend(_wrap(MFU_LEGEND))
     if hidden:
         out.extend(_wrap(f"--wide shows every column (here also {', '.join(hidden)}); "
                          "so do the report and the JSON results"))

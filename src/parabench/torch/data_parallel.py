@@ -293,7 +293,8 @@ class DataParallelProgram(ABC):
 
         if self.ctx.rank != 0 and not self.collective_forward:
             return None
-        outputs = predict(self.eval_model(), self.x_test)
+        with self.case.evaluating():  # apart from training's GPU peak
+            outputs = predict(self.eval_model(), self.x_test)
         return self.workload.score(outputs, self.y_test) if self.ctx.rank == 0 else None
 
     def state_dict(self) -> dict[str, Any]:

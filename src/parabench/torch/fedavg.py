@@ -317,7 +317,8 @@ class FedAvgProgram:
     def evaluate(self) -> float | None:
         from parabench.torch.loop import predict
 
-        outputs = predict(self.model, self.x_test)
+        with self.case.evaluating():  # apart from training's GPU peak
+            outputs = predict(self.model, self.x_test)
         return self.workload.score(outputs, self.y_test) if self.ctx.rank == 0 else None
 
     def state_dict(self) -> dict[str, Any]:

@@ -55,6 +55,8 @@ class LocalTorchSession(Session):
         case.reset_peaks()
         self.loop = case.loop(case.placed, self.batch_size, clock=self.loop_clock())
         self.notes.update(case.notes)  # the loop's compile warm-up included
+        if (gpus := sum(d.type == "cuda" for d in case.devices)) > 1:  # stages on k GPUs
+            self.facts = dataclasses.replace(self.facts, gpus_used=gpus)  # the MFU's devices
         self._trace(case)
 
     def _trace(self, case: TorchCase) -> None:
@@ -125,11 +127,14 @@ class LocalTorchSession(Session):
 
         if self.loop.digest_fn is not None:  # the weights this evaluation scores
             self.trace = with_final_digest(self.trace, weight_digest(self.case.model.state_dict()))
-        outputs = predict(self.loop.model, self.x_test).to(self.y_test.device)
+        with self.case.evaluating():  # apart from training's GPU peak
+            outputs = predict(self.loop.model, self.x_test).to(self.y_test.device)
         self.peak_gpu_mb()  # per-device peaks into notes while the result still reads them
         return self.workload.score(outputs, self.y_test)
 
     def peak_gpu_mb(self) -> float | None:
+        """Training's CUDA peak; evaluation's and the data's go into ``notes``."""
+        self.notes.update(self.case.gpu_memory_notes())
         return self.case.peak_gpu_mb()
 
 
@@ -201,11 +206,8 @@ class ModelParallelSession(LocalTorchSession):
         return {k: v.detach().cpu().clone() for k, v in self.case.model.state_dict().items()}
 
     def peak_gpu_mb(self) -> float | None:
-        """The largest per-device CUDA peak (all of them in ``notes``)."""
-        import torch
-
+        """Training's largest per-device CUDA peak (all of them in ``notes``)."""
         if self.config.device != "cuda":
             return None
-        self.notes["peak_gpu_mb_per_device"] = [
-            torch.cuda.max_memory_allocated(d) / 2**20 for d in self.devices]
-        return self.case.peak_gpu_mb()
+        self.notes["peak_gpu_mb_per_device"] = self.case.train_peaks_mb()
+        return super().peak_gpu_mb()

@@ -379,7 +379,8 @@ class PipelineProgram:
             return None
         model = copy.deepcopy(self.model).cpu()
         model.load_state_dict(state)
-        outputs = predict(model.to(self.device), self.x_test)
+        with self.case.evaluating():  # apart from training's GPU peak
+            outputs = predict(model.to(self.device), self.x_test)
         return self.workload.score(outputs, self.y_test)
 
     def seen(self, epoch: int) -> list[int]:

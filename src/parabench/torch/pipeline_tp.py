@@ -99,7 +99,9 @@ class TensorPipelineProgram(PipelineProgram):
             return None
         model = copy.deepcopy(self.pristine)
         model.load_state_dict(state)
-        return self.workload.score(predict(model.to(self.device), self.x_test), self.y_test)
+        with self.case.evaluating():  # apart from training's GPU peak
+            outputs = predict(model.to(self.device), self.x_test)
+        return self.workload.score(outputs, self.y_test)
 
 
 class TensorPipelineSession(PipelineSession):

@@ -85,6 +85,9 @@ class StagedMethod(Method):
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "exact"
+    #: the stages' point-to-point sends need contiguous activations (gloo and NCCL alike)
+    no_channels_last: ClassVar[str | None] = (
+        "the stages' sends and receives need contiguous activations")
     # micro-batches are sliced from tensors: no DataLoader knobs (num_workers, pin_memory)
     options: ClassVar[Mapping[str, OptionSpec]] = {
         "precision": TORCH_OPTIONS["precision"],

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from parabench.config import OptionSpec
 from parabench.registry import workloads
-from parabench.workload import DATA_DIR, Dataset, TorchWorkload
+from parabench.workload import CHANNELS_LAST, DATA_DIR, Dataset, TorchWorkload
 from parabench.workloads.synthetic import (
     check_images,
     class_images,
@@ -76,7 +76,8 @@ class CNN(TorchWorkload):
     smoke_rank: ClassVar[int | None] = 2
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.943
-    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR,  # real loader
+                                                   "channels_last": CHANNELS_LAST}
     description: ClassVar[str] = "2-conv + 2-fc ConvNet on 1x28x28 digits (MNIST or synthetic)"
     lr: ClassVar[float] = 0.02
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from parabench.config import OptionSpec
 from parabench.registry import workloads
-from parabench.workload import DATA_DIR, Dataset, Quality, TorchWorkload
+from parabench.workload import CHANNELS_LAST, DATA_DIR, Dataset, Quality, TorchWorkload
 from parabench.workloads.cnn import SIZES, load_digits
 from parabench.workloads.synthetic import check_images, image_tensors, image_train_size
 
@@ -41,7 +41,8 @@ class ConvAutoencoder(TorchWorkload):
     smoke_rank: ClassVar[int | None] = 4
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.013
-    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR,  # real loader
+                                                   "channels_last": CHANNELS_LAST}
     description: ClassVar[str] = "conv encoder/decoder reconstructing 1x28x28 images (MSE)"
     quality: ClassVar[Quality] = Quality(name="reconstruction_mse", higher_is_better=False)
     lr: ClassVar[float] = 3e-3

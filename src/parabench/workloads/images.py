@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from parabench.config import OptionSpec
-from parabench.workload import DATA_DIR, Dataset, TorchWorkload
+from parabench.workload import CHANNELS_LAST, DATA_DIR, Dataset, TorchWorkload
 from parabench.workloads.synthetic import class_images, image_tensors, image_train_size
 
 if TYPE_CHECKING:
@@ -34,7 +34,8 @@ class ImageClassifierWorkload(TorchWorkload):
 
     #: profile -> (synthetic samples, image side, pixel noise, class separation)
     sizes: ClassVar[dict[str, tuple[int, int, float, float]]]
-    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
+    options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR,  # real loader
+                                                   "channels_last": CHANNELS_LAST}
     requires: ClassVar[frozenset[str]] = frozenset({"torch", "torchvision"})
     lr: ClassVar[float] = 0.02
     #: profile -> the model's width divisor (channels / divisor); 1 where unlisted. tiny is

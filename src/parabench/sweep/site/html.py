@@ -17,7 +17,7 @@ from pathlib import Path
 
 from parabench.analysis.figures import memory_cell
 from parabench.analysis.stats import rate_text
-from parabench.sweep.report import TO_TARGET, Row, windows_phrase
+from parabench.sweep.report import TO_TARGET, Row, mfu_cell, windows_phrase
 from parabench.sweep.site.build import SAMPLES_NOTE, SPEED_NOTE, ReportData, Scope
 
 CSS = """
@@ -53,9 +53,10 @@ def _recommendation(data: ReportData) -> str:
 
 def _table(rows: list[Row]) -> str:
     extra = sorted({h for r in rows for h in r.extra})
+    mfu = any(r.mfu is not None for r in rows)  # results from before MFU: no column
     head = ["workload", "method", "device", "workers", "batch", "profile", "options", "n",
-            "epoch s (IQR)", "samples/s", "speedup", "peak MB (PSS)", "parity", *extra,
-            "quality / status"]
+            "epoch s (IQR)", "samples/s", "speedup", *(["MFU"] if mfu else []),
+            "peak MB (PSS)", "parity", *extra, "quality / status"]
     out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
     for r in rows:
         if r.unsupported:
@@ -67,7 +68,8 @@ def _table(rows: list[Row]) -> str:
         cells = [r.workload, r.method + (" *" if r.fastest else ""), r.device, r.workers,
                  r.batch_size, r.profile, r.options, r.repeats, epoch,
                  rate_text(r.samples_per_s, r.samples_per_s_ci),
-                 "-" if r.speedup is None else f"{r.speedup:.2f}x", mem, r.parity,
+                 "-" if r.speedup is None else f"{r.speedup:.2f}x",
+                 *([mfu_cell(r)] if mfu else []), mem, r.parity,
                  *(r.extra.get(h, "-") for h in extra), tail]
         cls = ' class="best"' if r.fastest else ""
         out.append(f"<tr{cls}>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
