@@ -23,6 +23,13 @@ _MEASURING_OPTIONS = (
 )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # here, not in tests/benchmarks/conftest.py, so it works from the repository's root
+    parser.addoption("--cuda-all", action="store_true", default=False,
+                     help="measure every cuda benchmark case, not the cuda selection "
+                          "(also $PARABENCH_BENCH_ALL=1)")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for line in hardware.marker_lines():

@@ -66,8 +66,19 @@ def test_evaluation_is_counted_apart_from_training(monkeypatch: Any) -> None:
         gpu.free(3000 * mb)
     gpu.allocate(120 * mb)       # the next epoch's steps
     gpu.free(120 * mb)
-    assert case.peak_gpu_mb() == pytest.approx(170)  # resident 50 + the largest step 120
+    assert case.peak_gpu_mb() == pytest.approx(170)  # held 50 (not data) + the step 120
     assert case.gpu_memory_notes()["gpu_eval_peak_mb"] == pytest.approx(3050)
+
+
+def test_data_kept_on_the_gpu_is_not_what_training_needs(monkeypatch: Any) -> None:
+    case, gpu = _case(monkeypatch)
+    mb = 2**20
+    monkeypatch.setattr(type(case), "resident_bytes", lambda self, d: 400 * mb)
+    gpu.allocate(400 * mb)  # the dataset, placed on the device before training
+    case.reset_peaks()
+    gpu.allocate(90 * mb)   # a step
+    assert case.peak_gpu_mb() == pytest.approx(90)
+    assert case.gpu_memory_notes()["gpu_data_mb"] == pytest.approx(400)
 
 
 def test_without_an_evaluation_the_peak_is_the_steps(monkeypatch: Any) -> None:

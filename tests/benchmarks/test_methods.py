@@ -1,7 +1,8 @@
 """One pytest-benchmark case per (workload, method, device, workers) in the registry.
 
     pytest -m cpu --benchmark-only --benchmark-json=cpu.json      # measure (quick profile)
-    pytest -m cuda --benchmark-only                               # GPU runners; skips elsewhere
+    pytest -m cuda --benchmark-only                               # GPU: the cuda selection
+    PARABENCH_BENCH_ALL=1 pytest -m cuda --benchmark-only         # GPU: every cuda case
     pytest tests/benchmarks                                       # smoke: each case once, tiny
 
 Cases come from the planner (:func:`parabench.sweep.plan.bench_cases`), so a new method brings
@@ -29,11 +30,15 @@ as in ``parabench run``'s table); ``quality_gap_vs_serial`` is its ``quality_sho
 like with like.
 
 The profile is ``$PARABENCH_BENCH_PROFILE``, default ``quick`` when measuring and ``tiny`` in
-smoke mode.
+smoke mode; a case of the cuda selection (tests/benchmarks/conftest.py) runs as its
+:class:`~parabench.sweep.bench.BenchRun` says (``full`` and bf16 for the torch methods, no
+warm-up epoch where a window is itself an epoch, fewer rounds), at
+``$PARABENCH_BENCH_PROFILE`` where that is set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 from typing import Any
@@ -51,12 +56,8 @@ from parabench.analysis.stats import median_ci
 from parabench.case.lifecycle import StartedCase
 from parabench.case.measure import TreeSampler
 from parabench.registry import workloads
-from parabench.sweep.plan import BenchCase, bench_cases
-
-ROUNDS = 10  # fewer (down to MIN_ROUNDS) when a window is slow, to stay near ROUND_BUDGET_S
-MIN_ROUNDS = 5
-ROUND_BUDGET_S = 30.0
-BASELINE_WINDOWS = 3
+from parabench.sweep.bench import BASELINE_WINDOWS, BenchRun, timed_rounds
+from parabench.sweep.plan import BenchCase, bench_cases, skip_reason
 
 
 @pytest.fixture(autouse=True)
@@ -79,8 +80,13 @@ def baselines() -> dict[CaseKey, tuple[float, float]]:
 
 
 @pytest.fixture
-def profile(benchmark: Any) -> str:
-    return os.environ.get("PARABENCH_BENCH_PROFILE") or ("tiny" if benchmark.disabled else "quick")
+def run(benchmark: Any, request: pytest.FixtureRequest) -> BenchRun:
+    """How this case runs: the cuda selection's BenchRun (its ``bench_run`` marker), else the
+    profile alone; ``$PARABENCH_BENCH_PROFILE`` overrides either's profile."""
+    mark = request.node.get_closest_marker("bench_run")
+    run = mark.args[0] if mark else BenchRun(profile="tiny" if benchmark.disabled else "quick")
+    return dataclasses.replace(run, profile=os.environ.get("PARABENCH_BENCH_PROFILE")
+                               or run.profile)
 
 
 def window_figures(started: StartedCase) -> dict[str, Any]:
@@ -113,13 +119,13 @@ def _warmup_window_s(started: StartedCase) -> float:
     return sum(s.seconds for s in lifecycle.windows[: lifecycle.warmup_windows])
 
 
-def _baseline(case: BenchCase, profile: str, key: CaseKey, cache: dict,
+def _baseline(case: BenchCase, run: BenchRun, key: CaseKey, cache: dict,
               windows: int) -> tuple[float, float]:
     """The baseline run ``key`` (one of :func:`~parabench.analysis.ratios.baseline_keys`):
     timed already, or measured here (``windows`` steady windows, untimed by pytest-benchmark)."""
     serial = BenchCase(workload=case.workload, method=key.method, device=case.device, workers=1)
     if key not in cache:
-        config = serial.config(profile).replace(threads_per_worker=key.threads)
+        config = run.config(serial).replace(threads_per_worker=key.threads)
         with StartedCase(config) as started:
             for _ in range(windows):
                 started.step()
@@ -128,13 +134,14 @@ def _baseline(case: BenchCase, profile: str, key: CaseKey, cache: dict,
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in bench_cases()])
-def test_window(benchmark: Any, case: BenchCase, profile: str, baselines: dict) -> None:
-    if (reason := case.skip_reason(profile)) is not None:
+def test_window(benchmark: Any, case: BenchCase, run: BenchRun, baselines: dict) -> None:
+    config = run.config(case)
+    if (reason := skip_reason(config)) is not None:
         pytest.skip(reason)
     benchmark.group = case.workload  # compare like with like
-    with TreeSampler(os.getpid()) as memory, StartedCase(case.config(profile)) as started:
-        per_round = max(_warmup_window_s(started), 1e-9)
-        rounds = max(MIN_ROUNDS, min(ROUNDS, int(ROUND_BUDGET_S / per_round)))
+    with (TreeSampler(os.getpid()) as memory,
+          StartedCase(config, warmup_epochs=run.warmup_epochs) as started):
+        rounds = timed_rounds(_warmup_window_s(started), run.round_budget_s)
         if benchmark.disabled:
             rounds = 1
         benchmark.pedantic(started.step, rounds=rounds, iterations=1, warmup_rounds=0)
@@ -143,21 +150,22 @@ def test_window(benchmark: Any, case: BenchCase, profile: str, baselines: dict) 
         peak_gpu = started.session.peak_gpu_mb() if started.session else None
         samples = started.samples_per_epoch
 
-    threads = case.config(profile).threads
-    key = case.config(profile).key().group
+    threads = config.threads
+    key = config.key().group
     if is_baseline(case.method):  # serial, and tf_serial for the tf_* methods
         baselines[key] = (speed["seconds_per_sample"], quality)
     windows = 1 if benchmark.disabled else BASELINE_WINDOWS  # smoke: prove it works, quickly
     speed_base, scaling_base = baseline_keys(key)  # equal cores; threads per worker
-    base_quality = _baseline(case, profile, speed_base, baselines, windows)[1]
-    _baseline(case, profile, scaling_base, baselines, windows)
+    base_quality = _baseline(case, run, speed_base, baselines, windows)[1]
+    _baseline(case, run, scaling_base, baselines, windows)
     per_sample = {k: t for k, (t, _) in baselines.items()}
     figures = ratios(key, {**per_sample, key: speed["seconds_per_sample"]})
     higher_is_better = workloads.get(case.workload).quality.higher_is_better
     benchmark.extra_info.update(
         workload=case.workload, method=case.method, device=case.device,
         threads_per_worker=threads,
-        profile=profile,
+        profile=run.profile,
+        options=dict(run.options),
         samples_per_epoch=samples,
         **speed,
         **figures.as_dict(),

@@ -99,10 +99,10 @@ class Result:
     #: peak of the PSS sum over the case's processes (shared pages counted once; see
     #: parabench.case.measure); None when no PSS was readable. Its source: extra.peak_pss_source
     peak_pss_mb: float | None = None
-    #: training's largest per-device CUDA peak, MB (``torch.cuda.max_memory_allocated`` from
-    #: the first step on, evaluation apart: its peak and the data kept on the GPU are
-    #: ``extra.gpu_eval_peak_mb`` / ``extra.gpu_data_mb``; per rank in ``extra`` for multi-GPU
-    #: methods)
+    #: what training needs on its largest GPU, MB: ``torch.cuda.max_memory_allocated`` from
+    #: the first step on, evaluation apart, less the data kept on the device (those two are
+    #: ``extra.gpu_eval_peak_mb`` / ``extra.gpu_data_mb``); per rank in ``extra`` for
+    #: multi-GPU methods
     peak_gpu_mb: float | None = None
     cpu_efficiency: float | None = None
     #: CPU seconds the case's processes used per wall second over the steady speed windows

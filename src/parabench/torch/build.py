@@ -273,25 +273,30 @@ class TorchCase:
         finally:
             self._fold(self.eval_peaks)
 
+    def resident_bytes(self, device: torch.device) -> int:
+        """Bytes of the case's data tensors kept on ``device`` (allocated before training and
+        never freed: a DataLoader would stream them from the host instead)."""
+        tensors = {id(t): t for t in (self.data.x, self.data.y, self.data.x_test,
+                                      self.data.y_test)}.values()
+        return sum(t.numel() * t.element_size() for t in tensors if t.device == device)
+
     def train_peaks_mb(self) -> list[float]:
-        """Training's CUDA peak (MB) per device: the steps and everything else outside
-        :meth:`evaluating` since :meth:`reset_peaks`."""
-        return [max(self.train_peaks.get(d, 0), torch.cuda.max_memory_allocated(d)) / 2**20
-                for d in self._cuda()]
+        """What training needs on each device (MB): its CUDA peak (the steps and everything
+        else outside :meth:`evaluating` since :meth:`reset_peaks`) less the data kept there."""
+        return [(max(self.train_peaks.get(d, 0), torch.cuda.max_memory_allocated(d))
+                 - self.resident_bytes(d)) / 2**20 for d in self._cuda()]
 
     def peak_gpu_mb(self) -> float | None:
-        """Training's largest per-device CUDA peak (MB); None on CPU."""
+        """What training needs on its largest device (MB, :meth:`train_peaks_mb`); None on
+        CPU."""
         return max(self.train_peaks_mb(), default=None)
 
     def gpu_memory_notes(self) -> dict[str, float]:
-        """What the GPU held apart from training's peak: evaluation's peak and the case's
-        data kept on the device (MB), for the result's notes."""
-        if not self._cuda():
+        """What the GPU held apart from training's need, for the result's notes (MB): the
+        case's data kept on the device and evaluation's peak (which includes that data)."""
+        if not (cuda := self._cuda()):
             return {}
-        tensors = {id(t): t for t in (self.data.x, self.data.y, self.data.x_test,
-                                      self.data.y_test)}.values()
-        on_gpu = sum(t.numel() * t.element_size() for t in tensors if t.device.type == "cuda")
-        notes = {"gpu_data_mb": round(on_gpu / 2**20, 1)}
+        notes = {"gpu_data_mb": round(max(map(self.resident_bytes, cuda)) / 2**20, 1)}
         if self.eval_peaks:
             notes["gpu_eval_peak_mb"] = round(max(self.eval_peaks.values()) / 2**20, 1)
         return notes
