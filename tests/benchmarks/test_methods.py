@@ -120,17 +120,32 @@ def _warmup_window_s(started: StartedCase) -> float:
 
 
 def _baseline(case: BenchCase, run: BenchRun, key: CaseKey, cache: dict,
-              windows: int) -> tuple[float, float]:
+              windows: int) -> tuple[float, float] | str:
     """The baseline run ``key`` (one of :func:`~parabench.analysis.ratios.baseline_keys`):
-    timed already, or measured here (``windows`` steady windows, untimed by pytest-benchmark)."""
+    timed already, or measured here (``windows`` steady windows, untimed by pytest-benchmark);
+    why not, when it cannot run here (serial trains no forest on a GPU)."""
     serial = BenchCase(workload=case.workload, method=key.method, device=case.device, workers=1)
     if key not in cache:
         config = run.config(serial).replace(threads_per_worker=key.threads)
+        if (reason := skip_reason(config)) is not None:
+            return f"no baseline: {reason}"
         with StartedCase(config) as started:
             for _ in range(windows):
                 started.step()
             cache[key] = (window_figures(started)["seconds_per_sample"], started.quality())
     return cache[key]
+
+
+def _utilisation(config: Any, flops: float | None, rate: float) -> dict[str, Any]:
+    """``mfu`` and the ``peak`` it is against (:func:`parabench.case.peak.case_peak`: measured
+    once per session in the shared sweep folder), for a case with a FLOP count; else nothing."""
+    if not flops:
+        return {}
+    from parabench.case.peak import case_peak, mfu
+
+    peak = case_peak(config)
+    return {"mfu": mfu(flops_per_sample=flops, samples_per_s=rate, peak=peak),
+            "peak": peak.to_dict()}
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in bench_cases()])
@@ -148,6 +163,7 @@ def test_window(benchmark: Any, case: BenchCase, run: BenchRun, baselines: dict)
         speed = window_figures(started)  # pedantic's rounds are exactly the steady windows
         quality = started.quality()
         peak_gpu = started.session.peak_gpu_mb() if started.session else None
+        flops = started.session.flops_per_sample if started.session else None
         samples = started.samples_per_epoch
 
     threads = config.threads
@@ -156,7 +172,8 @@ def test_window(benchmark: Any, case: BenchCase, run: BenchRun, baselines: dict)
         baselines[key] = (speed["seconds_per_sample"], quality)
     windows = 1 if benchmark.disabled else BASELINE_WINDOWS  # smoke: prove it works, quickly
     speed_base, scaling_base = baseline_keys(key)  # equal cores; threads per worker
-    base_quality = _baseline(case, run, speed_base, baselines, windows)[1]
+    base = _baseline(case, run, speed_base, baselines, windows)
+    base_quality = base[1] if isinstance(base, tuple) else None
     _baseline(case, run, scaling_base, baselines, windows)
     per_sample = {k: t for k, (t, _) in baselines.items()}
     figures = ratios(key, {**per_sample, key: speed["seconds_per_sample"]})
@@ -174,11 +191,16 @@ def test_window(benchmark: Any, case: BenchCase, run: BenchRun, baselines: dict)
         peak_gpu_mb=peak_gpu,
         quality=quality,
         quality_name=workloads.get(case.workload).quality.name,
-        quality_gap_vs_serial=quality_shortfall(quality, base_quality, higher_is_better),
+        quality_gap_vs_serial=(None if base_quality is None else
+                               quality_shortfall(quality, base_quality, higher_is_better)),
         workers=case.workers,
         rounds=rounds,
+        **_utilisation(config, flops, speed["samples_per_s"]),
     )
-    assert figures.speedup.value is not None and figures.scaling_efficiency.value is not None
+    if isinstance(base, str):  # a GPU forest: nothing to divide by, and it says why
+        benchmark.extra_info["speedup_note"] = base
+    else:
+        assert figures.speedup.value is not None and figures.scaling_efficiency.value is not None
     assert speed["windows"] == rounds, (speed["windows"], rounds)  # one window per round
     assert samples > 0 and speed["samples_per_s"] > 0
     assert quality == quality, "quality is NaN"  # a NaN would poison every comparison

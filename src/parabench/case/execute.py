@@ -39,7 +39,7 @@ from parabench.case.measure import self_max_rss_mb
 from parabench.case.records import Energy, Facts, Machine, TimeToTarget, Trace, Window
 from parabench.case.result import QualityValue, Result
 from parabench.case.target import TargetTracker, tracker_for
-from parabench.config import ConfigError, RunConfig, available_cores
+from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Session
 from parabench.registry import methods, workloads
 
@@ -126,23 +126,14 @@ def with_peak(result: Result, config: RunConfig) -> Result:
     """``result`` with its machine's matmul peak (the sweep's, or measured now: the case's
     processes are gone) and its MFU (:mod:`parabench.case.peak`); as it is when it has no
     speed or FLOPs, and with ``extra.peak_error`` when the peak could not be measured."""
-    workload = workloads.get(config.workload)
     if (result.status != "ok" or not result.flops_per_sample or not result.samples_per_s
-            or workload.family != "torch"):
+            or workloads.get(config.workload).family != "torch"):
         return result
-    try:
-        precision = config.option("precision")
-    except KeyError:  # a method that declares no precision trains in fp32
-        precision = "fp32"
-    from parabench.case.peak import arithmetic, mfu, sweep_peak
+    from parabench.case.peak import case_peak, mfu
 
     try:
-        arith = arithmetic(config.device, precision,
-                           convolutions="channels_last" in workload.options)
-        gpus = result.facts.gpus_used or config.workers
-        peak = sweep_peak(config.device, arith, devices=gpus if config.device == "cuda" else 1,
-                          threads=min(available_cores(),
-                                      config.workers * result.threads_per_worker))
+        peak = case_peak(config, threads_per_worker=result.threads_per_worker,
+                         gpus=result.facts.gpus_used)
     except Exception as exc:  # noqa: BLE001 - the peak is a figure, never the case's fate
         return dataclasses.replace(result, extra={**result.extra,
                                                   "peak_error": f"{type(exc).__name__}: {exc}"})

@@ -3,11 +3,12 @@
 Usage::
 
     peak = matmul_peak_flops("cpu", threads=2)                 # FLOP/s, fp32
-    peak = matmul_peak_flops("cuda", arithmetic="bf16")        # the half-precision peak
-    record = sweep_peak("cuda", "bf16", threads=None, devices=2)  # a Peak record: measured
-                                                               #   once per sweep, then read
-    mfu(flops_per_sample=3e9, samples_per_s=2000.0, peak=record)  # achieved / (peak x devices)
+    peak = matmul_peak_flops("cpu", threads=2, n=256, arithmetic="bf16")  # "cuda" on a GPU
+    record = sweep_peak("cpu", "fp32", threads=2, devices=1)   # a Peak record: measured once
+                                                               #   per sweep, then read
+    mfu(flops_per_sample=3e9, samples_per_s=20.0, peak=record)  # achieved / (peak x devices)
     arithmetic("cuda", "fp32", convolutions=True)              # "tf32" where torch allows it
+    case_peak(RunConfig(workload="cnn", method="ddp", workers=2))  # a case's, from its config
 
 The peak is *measured*, not read from a datasheet: the best of ``repeats`` timed square
 matmuls (2·n³ FLOPs each) in the case's arithmetic, at the thread count the case used, after
@@ -39,7 +40,9 @@ from typing import Any
 from parabench.case.clock import Clock
 from parabench.case.records import Peak
 from parabench.case.tempdirs import sweep_dir
+from parabench.config import RunConfig, available_cores
 from parabench.envinfo import cpu_model
+from parabench.registry import workloads
 
 #: the torch dtype name of each arithmetic's operands
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -147,6 +150,23 @@ def sweep_peak(device: str, arith: str, *, threads: int | None, devices: int = 1
         tmp.write_text(json.dumps(table))
         tmp.replace(folder / PEAKS_FILE)
     return peak
+
+
+def case_peak(config: RunConfig, *, threads_per_worker: int | None = None,
+              gpus: int | None = None) -> Peak:
+    """The peak a case's MFU is against: its device, its arithmetic (the convolutional
+    workloads are those that declare ``channels_last``), the cores it used (CPU) or its GPUs
+    (``gpus``, default one per worker); :func:`sweep_peak` measures or reads it."""
+    workload = workloads.get(config.workload)
+    try:
+        precision = config.option("precision")
+    except KeyError:  # a method that declares no precision trains in fp32
+        precision = "fp32"
+    arith = arithmetic(config.device, precision,
+                       convolutions="channels_last" in workload.options)
+    threads = min(available_cores(), config.workers * (threads_per_worker or config.threads))
+    return sweep_peak(config.device, arith, threads=threads,
+                      devices=(gpus or config.workers) if config.device == "cuda" else 1)
 
 
 def mfu(*, flops_per_sample: float | None, samples_per_s: float | None,
