@@ -4,7 +4,7 @@ Usage::
 
     with runner_tempdir() as tmp:      # /tmp/parabench-run-<pid>-<random suffix>
         ...                             # gone afterwards, on return, exception or signal
-    env[SWEEP_DIR_ENV] = str(tmp)       # the runner hands it to every case it starts
+        env = {SWEEP_DIR_ENV: str(tmp)}  # the runner hands it to every case it starts
     sweep_dir()                         # in a case: that folder (None outside a sweep)
 
 What the cases of one sweep share lives in the sweep's folder (the matmul peak an MFU is
