@@ -134,10 +134,12 @@ def test_a_failing_case_exits_1_and_skipped_cases_exit_0(
 
 def test_bad_data_dir_is_a_usage_error_recorded_in_the_results(tmp_path: Path) -> None:
     out = tmp_path / "res.jsonl"
+    empty = tmp_path / "empty"  # exists, holds no dataset: found inside the case
+    empty.mkdir()
     proc = cli("run", "--workload", "cnn", "--method", "serial", "--profile", "tiny",
-               "--epochs", "1", "--data-dir", str(tmp_path / "missing"), "--out", str(out))
+               "--epochs", "1", "--data-dir", str(empty), "--out", str(out))
     assert proc.returncode == 2
-    assert "parabench: error: " in proc.stderr and "missing" in proc.stderr
+    assert "parabench: error: " in proc.stderr and "empty" in proc.stderr
     [result] = read_results(out)
     assert result.status == "failed" and result.facts.config_error is True
 

@@ -15,7 +15,6 @@ Usage::
     parabench compare --rerun BASE_REF [NEW_REF] [--rounds N] [--order abba|abab]
                       [--out-dir DIR] [--workload W,..] [--method M,..] [--profile P] ...
 
-Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 ``parabench run`` with neither ``--workload`` nor ``--method`` plans the coverage grid (every
 method once, every workload under serial and a data-parallel method; tiny, 1 epoch: minutes,
 see :mod:`parabench.sweep.coverage`); ``--all`` plans the full product (quick, 3 epochs: hours).
@@ -23,6 +22,7 @@ A sweep given neither ``--epochs`` nor ``--target-quality`` trains each workload
 measured target at the profile (tiny) to it, and ranks by time to it (``_auto_target``).
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
+or a result, report or event file could not be written (one line; what was written is kept),
 2 usage error (one line on stderr saying what was wrong and what is valid; found before any
 case starts where it can be), 130 interrupted by Ctrl-C (SIGINT), 143 stopped by SIGTERM.
 ``compare``: 0 no regression, 1 a regression, 2 usage error, 3 no regression but some case's
@@ -233,8 +233,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def _add_option_flags(p: argparse.ArgumentParser) -> None:
     """One flag per option the registered methods and workloads declare: lists (grid axes)
     except free-text values."""
@@ -300,6 +298,8 @@ def grid_from(args: argparse.Namespace) -> Grid:
     )
     preflight.check_options(grid)
     preflight.check_batch_sizes(grid)
+    preflight.check_target(grid)
+    preflight.check_data_dirs(grid)
     return grid
 
 
@@ -313,6 +313,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     preflight.check_timeout(args.timeout)  # before --out, as ever (grid_from checks it too)
     preflight.check_out(args.out)
+    preflight.check_out_dir("--report", args.report)
+    preflight.check_out_dir("--tensorboard", args.tensorboard)
     grid = grid_from(args)
     from parabench import cli_report
 
@@ -321,9 +323,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_external_engines(grid.options)  # nothing answers: exit 2 in seconds, not minutes
     preflight.check_runnable(plan(grid))  # all before the first case starts
     baselines = cli_report.earlier_baselines(args.out)
-    tensorboard = cli_report.tensorboard_log(args.tensorboard)
-    results = run_grid(grid, out=args.out, resume=args.resume,
-                       on_result=tensorboard.write if tensorboard else None)
+    tensorboard = cli_report.tensorboard_log(args.tensorboard, args.out)
+    results = run_grid(grid, out=args.out, resume=args.resume, on_result=tensorboard)
     print(format_table(summarize(results, baselines), wide=args.wide, width=terminal_width()))
     print(f"\n{len(results)} case(s); results in {args.out}")
     if args.tensorboard:
@@ -380,6 +381,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # a disk filled or a folder went away after the checks up front
+        from parabench.cli_report import one_line
+
+        print(f"parabench: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("parabench: interrupted; results recorded so far are kept", file=sys.stderr)
         return EXIT_SIGINT

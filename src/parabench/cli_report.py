@@ -18,14 +18,15 @@ Usage (from parabench.cli)::
     env_command(argparse.Namespace(json=False))   # 0: `parabench env`
 
 Missing extras (matplotlib, tensorboard) and missing files are UsageErrors: one stderr line,
-exit 2, saying what to install or which file.
+exit 2, saying what to install or which file. A report or event file that cannot be written
+once cases ran (a full disk) is an OSError with one line saying what is kept: exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,15 +136,36 @@ def earlier_baselines(out: str) -> list[Result]:
     return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
 
 
-def tensorboard_log(log_dir: str | None) -> Any:
+def one_line(exc: OSError) -> str:
+    """An OSError as one line: ours as they are (they say what was kept), the system's
+    naming the file (``[Errno 28] No space left on device: 'x'`` reads worse)."""
+    if exc.strerror and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    return " ".join(str(exc).split())
+
+
+def tensorboard_log(log_dir: str | None, out: str = "results.jsonl"
+                    ) -> Callable[[Result], None] | None:
+    """What writes each result's event files under ``log_dir`` (None without it). A write
+    that fails (a full disk) stops the run with one line saying the results in ``out`` stay."""
     if log_dir is None:
         return None
     from parabench.sweep.tensorboard import TensorBoardLog
 
     try:
-        return TensorBoardLog(log_dir)
+        log = TensorBoardLog(log_dir)
     except ImportError as exc:
         raise _usage_error(str(exc)) from None
+
+    def write(result: Result) -> None:
+        try:
+            log.write(result)
+        except OSError as exc:
+            raise OSError(f"--tensorboard {log_dir}: could not write event files "
+                          f"({one_line(exc)}); the run stopped, the results written to "
+                          f"{out} so far are kept") from exc
+
+    return write
 
 
 def write_report_and_say(results: list[Result], out_dir: str, *,
@@ -155,6 +177,10 @@ def write_report_and_say(results: list[Result], out_dir: str, *,
         files = write_report(results, out_dir, baselines=baselines, sources=sources)
     except ImportError as exc:
         raise _usage_error(str(exc)) from None
+    except OSError as exc:  # exit 1, one line: the results themselves are safe
+        kept = f"; the results in {', '.join(sources)} are kept" if sources else ""
+        raise OSError(f"could not write the report in {out_dir} ({one_line(exc)}){kept}"
+                      ) from exc
     print("\n" + "\n".join(files.lines))
     print(f"\nreport: {files.html}  (also {files.markdown.name} and {len(files.pngs)} PNGs)")
 
@@ -166,7 +192,10 @@ def _existing(paths: Sequence[str]) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    from parabench.sweep.preflight import check_out_dir
+
     _existing(args.results)
+    check_out_dir("--out", args.out)
     results = [r for path in args.results for r in read_results(path)]
     if not results:
         raise _usage_error(f"no results in {', '.join(args.results)}")
@@ -208,9 +237,11 @@ def rerun_command(args: argparse.Namespace, threshold: float, run_cv: float) -> 
     from parabench.analysis.compare import compare, format_comparison
     from parabench.analysis.signflip import MIN_ROUNDS
     from parabench.sweep import rerun
+    from parabench.sweep.preflight import check_out_dir
 
     if args.base is not None or len(args.rerun) > 2:
         raise _usage_error("--rerun takes BASE_REF [NEW_REF] (git refs), not results files")
+    check_out_dir("--out-dir", args.out_dir)  # before the worktrees and rounds
     root = rerun.git_root(".")
     base = rerun.resolve_ref(root, args.rerun[0])
     new = rerun.resolve_ref(root, args.rerun[1]) if len(args.rerun) == 2 else None

@@ -63,6 +63,9 @@ class Quality:
 
     name: str
     higher_is_better: bool
+    #: where a ``--target-quality`` Q can lie, ``low < Q <= high``: (0, 1) for an accuracy,
+    #: (0, inf) for an error such as MSE; None: undeclared (a plugin's metric), not checked
+    bounds: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +203,7 @@ class TorchWorkload(Workload):
 
     family: ClassVar[str] = "torch"
     requires: ClassVar[frozenset[str]] = frozenset({"torch"})
-    quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
+    quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True, bounds=(0, 1))
     lr: ClassVar[float] = 0.05
 
     @abstractmethod

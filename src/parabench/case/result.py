@@ -19,6 +19,8 @@ on (tests/test_typed_results.py checks src/). Schema-1 lines, which kept those f
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fcntl
 import json
 import math
 import os
@@ -45,7 +47,7 @@ from parabench.case.records import (
 
 __all__ = ["FAILED_STATUSES", "SCHEMA", "STATUSES", "Energy", "Facts", "Grading", "Machine",
            "Parity", "QualityValue", "Result", "TimeToTarget", "Trace", "Window",
-           "append_result", "read_results"]
+           "ResultWriteError", "append_result", "read_results"]
 
 #: 2: typed sub-records (window, time_to_target, energy, parity, trace, machine), ``grading``
 #: and ``facts`` declared instead of keys in ``extra``; 1 still reads (:func:`_from_schema1`)
@@ -147,6 +149,11 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     git_commit: str | None = None
+    #: the workload's version (:func:`parabench.workloads.version.workload_version`): a
+    #: fingerprint of the code that defines its model and data; ``compare`` and ``--resume``
+    #: take a result of another version for another case. None: written before versions
+    #: were recorded, compared as before
+    workload_version: str | None = None
     timestamp: str = ""
     schema: int = SCHEMA
 
@@ -326,25 +333,54 @@ def _ends_torn(fd: int) -> bool:
     return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
+class ResultWriteError(OSError):
+    """A result could not be appended (a full disk); the bytes it got were cut off again."""
+
+
 def append_result(path: str | os.PathLike[str], result: Result) -> None:
     """Append one line with a single ``write`` on an O_APPEND descriptor, then fsync.
 
-    A runner killed at any moment leaves either the whole line or none of it. If an earlier
-    writer left a torn last line anyway, a newline is written first, so the damage stays on
-    its own line (which readers skip) instead of swallowing this result.
+    All or nothing: a runner killed at any moment leaves the whole line or none of it, and a
+    write that fails (ENOSPC, EIO, a failed fsync) is cut off before :class:`ResultWriteError`.
+    If an earlier writer left a torn last line anyway, a newline is written first, so the
+    damage stays on its own line (which readers skip) instead of swallowing this result.
     """
     line = (result.to_json() + "\n").encode()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # two runs on one file: cut back only our own bytes
+        start = os.fstat(fd).st_size
         if _ends_torn(fd):
             line = b"\n" + line
-        written = os.write(fd, line)
-        if written != len(line):  # pragma: no cover - would need a full disk
-            raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
-        os.fsync(fd)
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        except OSError as exc:
+            r = result
+            raise ResultWriteError(
+                f"could not write the result of {r.workload}/{r.method} {r.device} "
+                f"w={r.workers} r{r.repeat} to {path} ({exc.strerror or exc}); "
+                f"{_cut_back(fd, start)}") from exc
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock
+
+
+def _write_all(fd: int, line: bytes) -> None:
+    """One write, as a rule; after a short one, the rest: a full disk then says ENOSPC."""
+    done = 0
+    while done < len(line):
+        if (n := os.write(fd, line[done:])) <= 0:
+            raise OSError(errno.EIO, f"short write, {done} of {len(line)} bytes")
+        done += n
+
+
+def _cut_back(fd: int, size: int) -> str:
+    try:
+        os.ftruncate(fd, size)
+    except OSError as exc:
+        return f"its partial line could not be removed ({exc.strerror}); readers skip it"
+    return "the results before it in the file are intact; this one is not in it"
 
 
 def read_results(path: str | os.PathLike[str]) -> Iterator[Result]:

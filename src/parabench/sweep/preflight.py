@@ -4,6 +4,9 @@ Usage::
 
     check_timeout(args.timeout)
     check_out("results.jsonl")                       # writable? touches nothing
+    check_out_dir("--report", "report")              # a folder: creatable, writable
+    check_target(grid)                               # reachable by each workload's metric
+    check_data_dirs(grid)                            # every --data-dir given exists
     check_options(grid)                              # every option read by some selection
     check_batch_sizes(grid)                          # no batch larger than the training set
     check_runnable(plan(grid))                       # something would actually run
@@ -60,12 +63,65 @@ def check_out(out: str | os.PathLike[str]) -> None:
     if not parent.is_dir():
         raise ConfigError(f"{where}: {parent} is a file, not a directory; "
                           "give a path inside a writable directory")
+    if (why := _unwritable(parent)) is not None:
+        raise ConfigError(f"{where}: cannot create files in {parent} ({why}); "
+                          "give a path inside a writable directory")
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why no file can be created in ``directory``, or None when one can."""
     try:  # the only reliable test (root ignores mode bits; read-only mounts): write a probe
-        with tempfile.TemporaryFile(dir=parent):
+        with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
-        raise ConfigError(f"{where}: cannot create files in {parent} ({exc.strerror}); "
-                          "give a path inside a writable directory") from None
+        return exc.strerror or str(exc)
+    return None
+
+
+def check_out_dir(flag: str, out_dir: str | os.PathLike[str] | None) -> None:
+    """Refuse a folder option (``--report``, ``--tensorboard``, ``--out-dir``) that could not
+    be created or written in, creating nothing: found after an hour of cases, it lost them."""
+    if out_dir is None:
+        return
+    path = Path(out_dir).expanduser().absolute()
+    where = f"{flag} {out_dir}"
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{where} is a file, not a directory; give a directory")
+    nearest = _nearest_existing(path)
+    if not nearest.is_dir():
+        raise ConfigError(f"{where}: cannot create it ({nearest} is a file, not a directory)")
+    if (why := _unwritable(nearest)) is not None:
+        what = "cannot write in it" if nearest == path else "cannot create it"
+        raise ConfigError(f"{where}: {what} ({nearest}: {why}); give a writable directory")
+
+
+def check_target(grid: Grid) -> None:
+    """A numeric ``--target-quality`` lies where each selected workload's metric can reach
+    (its :attr:`~parabench.workload.Quality.bounds`): 2 on an accuracy is never reached, so
+    every case would train its whole epoch cap for a foregone 'not reached'."""
+    target = grid.target_quality
+    if isinstance(target, str) or target is None:
+        return  # 'default' / auto: measured targets, in range by construction
+    for name in _selected(grid)[1]:
+        quality = workloads.get(name).quality
+        if quality.bounds is None:
+            continue
+        low, high = quality.bounds
+        if not low < target <= high:
+            valid = f"{low:g} < Q <= {high:g}" if math.isfinite(high) else f"Q > {low:g}"
+            raise ConfigError(f"--target-quality {target:g} is out of reach for {name}, whose "
+                              f"metric is {quality.name}; valid: {valid}")
+
+
+def check_data_dirs(grid: Grid) -> None:
+    """Every ``--data-dir`` given exists, when a selected workload reads it: otherwise each
+    case would find out by itself, seconds into loading."""
+    readers = [n for n in _selected(grid)[1] if "data_dir" in workloads.get(n).options]
+    for value in grid.options.get("data_dir", ()) if readers else ():
+        if value is not None and not Path(value).expanduser().exists():
+            raise ConfigError(f"--data-dir {value} does not exist (read by "
+                              f"{', '.join(readers)}); give the directory or file that "
+                              "holds the dataset")
 
 
 def _selected(grid: Grid) -> tuple[list[str], list[str]]:

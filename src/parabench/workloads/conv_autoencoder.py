@@ -44,7 +44,8 @@ class ConvAutoencoder(TorchWorkload):
     options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR,  # real loader
                                                    "channels_last": CHANNELS_LAST}
     description: ClassVar[str] = "conv encoder/decoder reconstructing 1x28x28 images (MSE)"
-    quality: ClassVar[Quality] = Quality(name="reconstruction_mse", higher_is_better=False)
+    quality: ClassVar[Quality] = Quality(name="reconstruction_mse", higher_is_better=False,
+                                         bounds=(0, float("inf")))
     lr: ClassVar[float] = 3e-3
 
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:

@@ -96,7 +96,8 @@ class GPT(TorchWorkload):
     description: ClassVar[str] = (
         "decoder-only transformer, causal LM on copy-Markov tokens or a text file's characters"
     )
-    quality: ClassVar[Quality] = Quality(name="token_accuracy", higher_is_better=True)
+    quality: ClassVar[Quality] = Quality(name="token_accuracy", higher_is_better=True,
+                                         bounds=(0, 1))
     options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
     tiny_epoch_guess_s: ClassVar[float | None] = 1.0
     smoke_rank: ClassVar[int | None] = 6

@@ -32,7 +32,7 @@ class RandomForest(EstimatorWorkload):
     #: serial, quick profile, 3 epochs (README): the default --target-quality's basis
     reference_quality: ClassVar[float | None] = 0.834
     description: ClassVar[str] = "sklearn RandomForestClassifier, synthetic tabular data"
-    quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True)
+    quality: ClassVar[Quality] = Quality(name="accuracy", higher_is_better=True, bounds=(0, 1))
 
     def make_data(self, profile: str, seed: int, data_dir: str | None = None) -> Dataset:
         no_real_data(self.name, data_dir)

@@ -108,7 +108,8 @@ class Seq2Seq(TorchWorkload):
     reference_quality: ClassVar[float | None] = 0.93
     options: ClassVar[Mapping[str, OptionSpec]] = {"data_dir": DATA_DIR}  # real loader
     description: ClassVar[str] = "GRU encoder-decoder, teacher forcing, token sequences"
-    quality: ClassVar[Quality] = Quality(name="token_accuracy", higher_is_better=True)
+    quality: ClassVar[Quality] = Quality(name="token_accuracy", higher_is_better=True,
+                                         bounds=(0, 1))
     lr: ClassVar[float] = 3e-3
     #: the loss averages over non-pad tokens: a split batch is not serial's mean, so methods
     #: that split it grade this workload statistical (torch.data_parallel.split_batch_grading)
