@@ -115,7 +115,9 @@ def test_a_changed_generator_builds_again(tmp_path: Path, monkeypatch) -> None:
     first = entry_key(edited, "tiny", 0)
     case_dataset(edited, "tiny", 0, folder=folder)
     assert case_dataset(edited, "tiny", 0, folder=folder).origin["data_source"] == "sweep cache"
-    module.write_text(module.read_text() + "    # the generator changed\n")
+    module.write_text(module.read_text() + "    # only a comment: the same code\n")
+    assert entry_key(edited, "tiny", 0) == first
+    module.write_text(module.read_text() + "    noise = 0.5  # the generator changed\n")
     assert entry_key(edited, "tiny", 0) != first
     assert case_dataset(edited, "tiny", 0, folder=folder).origin["data_source"] == "built"
     assert Counting.builds == ["tiny", "tiny"]

@@ -74,8 +74,12 @@ def test_the_coverage_grid_covers_every_method_and_every_workload() -> None:
     for wl in workloads.names():
         ran = {c.config.method for c in cases
                if c.config.workload == wl and c.skip_reason is None}
+        if not workloads.get(wl).in_coverage:  # sized for another machine (gpt2): left out
+            assert not ran, (wl, ran)
+            continue
         assert "serial" in ran, wl
         assert ran & set(DATA_PARALLEL), (wl, ran)
+    assert any(not workloads.get(wl).in_coverage for wl in workloads.names())  # gpt2
     for c in cases:  # every runnable row has its baseline at equal cores, planned before it
         if c.skip_reason is None and c.config.method not in ("serial", "tf_serial"):
             base = "tf_serial" if c.config.method.startswith("tf_") else "serial"

@@ -10,13 +10,17 @@ Usage::
     speed.verdict, speed.ratio, speed.estimate.ci       # 'SLOWER 51%', 0.66, (0.59, 0.74)
 
 Cases are matched by identity (workload, method, device, workers, batch, profile, options,
-epochs, seed; repeats are pooled; skipped cases are left out). Each ok result of a case is one
-*run* with its steady speed windows; the speed change is NEW/BASE throughput judged at both
-levels it varies on (:mod:`parabench.analysis.levels`): between runs (their own spread, pooled
-with a prior run-to-run CV, the busy prior for a side measured on a busy machine) and within
-a run (its windows). :func:`judge_speed` is that judgement on any rates grouped by run (an
-interleaved rerun calls it with its rounds, paired: from 7 rounds on, the exact sign-flip
-test on the trimmed mean of the rounds' differences, :mod:`parabench.analysis.signflip`).
+epochs, seed; repeats are pooled; skipped cases are left out) and workload version
+(:mod:`parabench.workloads.version`): a case whose workload's code changed between BASE and
+NEW trains another model or data, so it is not compared (one line per workload says so; no
+regression); an older result, without a version, is compared as before. Each ok result of a
+case is one *run* with its steady speed windows; the speed change is NEW/BASE throughput
+judged at both levels it varies on (:mod:`parabench.analysis.levels`): between runs (their
+own spread, pooled with a prior run-to-run CV, the busy prior for a side measured on a busy
+machine) and within a run (its windows). :func:`judge_speed` is that judgement on any rates
+grouped by run (an interleaved rerun calls it with its rounds, paired: from 7 rounds on, the
+exact sign-flip test on the trimmed mean of the rounds' differences,
+:mod:`parabench.analysis.signflip`).
 
 The speed verdict, with ``T`` the threshold and ``r`` NEW/BASE (``p``: the two-level t test, or
 the paired rounds' sign-flip test; below 0.05 exactly when the 95 % interval excludes 1):
@@ -46,7 +50,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from parabench.analysis.figures import recorded_busy
 from parabench.analysis.levels import (
@@ -61,6 +65,7 @@ from parabench.analysis.signflip import EXACT_MAX, TRIM
 from parabench.analysis.stats import ALPHA, p_text
 from parabench.case.result import FAILED_STATUSES, Result
 from parabench.identity import CaseId
+from parabench.workloads.version import versions_differ
 
 EXIT_OK, EXIT_REGRESSED, EXIT_OTHER_MACHINE = 0, 1, 3
 #: what a machine is, for comparing speeds: Result.env keys, then Result.machine fields
@@ -164,6 +169,8 @@ class Comparison:
     only_base: list[tuple]
     only_new: list[tuple]
     threshold: float
+    #: cases not compared because their workload's version changed: key -> (BASE's, NEW's)
+    changed: dict[tuple, tuple[str, str]] = field(default_factory=dict)
     run_cv: float = RUN_CV
     busy_run_cv: float = BUSY_RUN_CV
 
@@ -294,13 +301,36 @@ def compare(base: Iterable[Result], new: Iterable[Result], threshold: float = 0.
             if r.status != "skipped":  # a case that cannot run here has nothing to compare
                 groups[_key(r)].append(r)
     shared = sorted(set(b_groups) & set(n_groups))
+    changed = {k: (_versions(b_groups[k]), _versions(n_groups[k])) for k in shared
+               if versions_differ(_recorded(b_groups[k]), _recorded(n_groups[k]))}
     return Comparison(
         changes=[_change(k, b_groups[k], n_groups[k], threshold,
                          allow_cross_machine=allow_cross_machine, run_cv=run_cv,
-                         busy_run_cv=busy_run_cv, paired=paired) for k in shared],
+                         busy_run_cv=busy_run_cv, paired=paired)
+                 for k in shared if k not in changed],
         only_base=sorted(set(b_groups) - set(n_groups)),
         only_new=sorted(set(n_groups) - set(b_groups)), threshold=threshold,
-        run_cv=run_cv, busy_run_cv=busy_run_cv)
+        run_cv=run_cv, busy_run_cv=busy_run_cv, changed=changed)
+
+
+def _recorded(rs: list[Result]) -> list[str | None]:
+    return [r.workload_version for r in rs]
+
+
+def _versions(rs: list[Result]) -> str:
+    """The workload versions ``rs`` recorded, as said: 'a1b2c3d4e5f6' (or 'a / b')."""
+    return " / ".join(sorted({v for v in _recorded(rs) if v is not None}))
+
+
+def changed_lines(cmp: Comparison) -> list[str]:
+    """One line per workload whose version changed: 'mlp changed since BASE (version a -> b):
+    not compared (N cases)'."""
+    cases: dict[tuple[str, str, str], int] = defaultdict(int)
+    for key, (base, new) in cmp.changed.items():
+        cases[(key[0], base, new)] += 1
+    return [f"{workload} changed since BASE (version {base} -> {new}): not compared "
+            f"({n} case{'s' if n > 1 else ''})"
+            for (workload, base, new), n in sorted(cases.items())]
 
 
 def _case(key: tuple) -> str:
@@ -333,6 +363,7 @@ def format_comparison(cmp: Comparison) -> str:
     for label, keys in (("only in BASE", cmp.only_base), ("only in NEW", cmp.only_new)):
         if keys:
             lines.append(f"{label}: {'; '.join(_case(k) for k in keys)}")
+    lines.extend(changed_lines(cmp))
     tests = {c.estimate.test for c in cmp.changes if c.estimate}
     if tests - {"t"}:
         lines.append(

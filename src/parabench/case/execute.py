@@ -42,6 +42,7 @@ from parabench.case.target import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Session
 from parabench.registry import methods, workloads
+from parabench.workloads.version import workload_version
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -71,7 +72,17 @@ def _identity(config: RunConfig) -> dict[str, Any]:
         "seed": config.seed,
         "repeat": config.repeat,
         "config": config.to_dict(),
+        "workload_version": _workload_version(config.workload),
     }
+
+
+def _workload_version(name: str) -> str | None:
+    """The version of the registered workload ``name`` (None: not registered, or its code
+    cannot be read: an unknown version, compared as before)."""
+    try:
+        return workload_version(workloads.get(name))
+    except Exception:  # noqa: BLE001 - not registered, or unreadable: compared as before
+        return None
 
 
 def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,

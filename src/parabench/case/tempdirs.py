@@ -14,7 +14,9 @@ others, gone with the sweep. A ``$PARABENCH_SWEEP_DIR`` already set when the run
 
 A runner killed by SIGKILL cannot clean up, so each new runner first removes the
 ``parabench-run-<pid>-*`` directories whose owning pid is no longer alive (and only those:
-a directory of a live runner, or of another user, is left alone).
+a directory of a live runner, or of another user, is left alone). Other owners name their
+folders the same way with their own prefix and find their dead ones with
+``stale_dirs(prefix=...)`` (``parabench compare --rerun``'s worktrees: ``parabench.sweep.rerun``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import psutil
 PREFIX = "parabench-run-"
 #: the variable naming the sweep's folder in a case's environment
 SWEEP_DIR_ENV = "PARABENCH_SWEEP_DIR"
-_NAME = re.compile(rf"^{re.escape(PREFIX)}(\d+)-")
 
 
 def _owner_alive(pid: int) -> bool:
@@ -42,25 +43,33 @@ def _owner_alive(pid: int) -> bool:
         return False
 
 
-def remove_stale(root: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Remove the directories left by runners that died without cleaning up; return them."""
+def stale_dirs(root: str | os.PathLike[str] | None = None, prefix: str = PREFIX) -> list[Path]:
+    """This user's ``<prefix><pid>-*`` directories in ``root`` (the temporary directory) whose
+    owning pid is no longer alive, in name order."""
     base = Path(root or tempfile.gettempdir())
-    removed = []
+    name = re.compile(rf"^{re.escape(prefix)}(\d+)-")
     try:
-        entries = list(base.iterdir())
+        entries = sorted(base.iterdir())
     except OSError:
-        return removed
+        return []
+    stale = []
     for path in entries:
-        match = _NAME.match(path.name)
+        match = name.match(path.name)
         if match is None or _owner_alive(int(match.group(1))):
             continue
         try:
-            if not path.is_dir() or path.stat().st_uid != os.getuid():
-                continue
+            if path.is_dir() and path.stat().st_uid == os.getuid():
+                stale.append(path)
         except OSError:
             continue
+    return stale
+
+
+def remove_stale(root: str | os.PathLike[str] | None = None, prefix: str = PREFIX) -> list[Path]:
+    """Remove the directories left by owners that died without cleaning up; return them."""
+    removed = stale_dirs(root, prefix)
+    for path in removed:
         shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
     return removed
 
 

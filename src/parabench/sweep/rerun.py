@@ -6,6 +6,7 @@ Usage::
     base = resolve_ref(root, "HEAD")            # ConfigError: unknown ref
     check_same_dependencies(root, base, None)   # ConfigError naming what differs
     schedule(2)            # [(1, 'base'), (1, 'new'), (2, 'new'), (2, 'base')]: ABBA
+    remove_stale_checkouts()   # killed reruns' worktrees (checkouts does this first too)
     with checkouts(root, {"base": base, "new": None}) as trees:  # temp worktree, removed after
         rounds = run_rounds(trees, ["--workload", "mlp", "--method", "serial", "--profile",
                                     "tiny", "--epochs", "1"], rounds=2, out_dir=Path("rounds"))
@@ -17,6 +18,14 @@ BASE_REF and NEW_REF are checked out as detached git worktrees in a temporary di
 is removed when the run ends, also on a failure, Ctrl-C or SIGTERM. Without NEW_REF the NEW
 side is the working tree as it is (uncommitted edits included: "did my change slow it down?");
 give ``HEAD`` to compare commits only.
+
+**Killed hard.** A rerun killed by SIGKILL cleans up nothing itself, so: every process it
+starts gets SIGTERM from the kernel when it dies (Linux, ``PR_SET_PDEATHSIG``; a round's
+``parabench run`` then stops its case, whose process group also dies with its runner, see
+``parabench.case.execute.die_with_runner``); and its tree folder is named
+``parabench-rerun-trees-<pid>-*``, so the next rerun finds those of dead pids (``checkouts``
+does, first), unregisters their worktrees from their repository, deletes them and says so on
+stderr.
 
 **Dependencies.** Both versions run under this interpreter, each with its own ``src`` first on
 ``PYTHONPATH`` (checked: each side's ``import parabench`` must come from its tree), so they
@@ -44,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -54,12 +64,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from parabench.case.result import Result, read_results
+from parabench.case.tempdirs import stale_dirs
 from parabench.config import ConfigError
 
 SIDES = ("base", "new")
 ORDERS = ("abba", "abab")
 #: exit codes of ``parabench run`` that end the rerun: usage error, Ctrl-C, SIGTERM
 FATAL_EXITS = (2, 130, 143)
+#: the temporary folder of a rerun's worktrees: ``<TREES_PREFIX><pid>-<random>``
+TREES_PREFIX = "parabench-rerun-trees-"
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -144,11 +157,45 @@ def schedule(rounds: int, order: str = "abba") -> list[tuple[int, str]]:
     return out
 
 
+def _unregister_worktree(tree: Path) -> None:
+    """Remove ``tree`` and its entry in the repository it is a worktree of (its ``.git`` file
+    names it); ``--force`` twice: also one a killed ``git worktree add`` left locked."""
+    try:  # gitdir: <repo>/.git/worktrees/<name>, the repository two levels up
+        gitdir = tree / (tree / ".git").read_text().removeprefix("gitdir:").strip()
+        git = ["git", "--git-dir", str(gitdir.parent.parent), "worktree"]
+    except OSError:
+        git = None
+    if git:
+        subprocess.run([*git, "remove", "--force", "--force", str(tree)], capture_output=True,
+                       check=False)
+    shutil.rmtree(tree, ignore_errors=True)
+    if git:
+        subprocess.run([*git, "prune"], capture_output=True, check=False)
+
+
+def remove_stale_checkouts(tmp_root: str | Path | None = None) -> list[Path]:
+    """Remove the tree folders of reruns that died without cleaning up (SIGKILL): this user's
+    ``parabench-rerun-trees-<pid>-*`` in the temporary directory whose pid is dead, and their
+    worktrees from their repositories' registries; return the worktrees removed."""
+    removed = []
+    for folder in stale_dirs(tmp_root, TREES_PREFIX):
+        for tree in sorted(p for p in folder.iterdir() if p.is_dir()):
+            _unregister_worktree(tree)
+            removed.append(tree)
+        shutil.rmtree(folder, ignore_errors=True)
+    return removed
+
+
 @contextlib.contextmanager
 def checkouts(root: Path, commits: Mapping[str, str | None]) -> Iterator[dict[str, Path]]:
     """side -> source tree: a detached worktree per commit in a temporary directory (None: the
-    working tree ``root`` itself); the worktrees are removed on the way out, however left."""
-    tmp = Path(tempfile.mkdtemp(prefix="parabench-rerun-trees-"))
+    working tree ``root`` itself); the worktrees are removed on the way out, however left, and
+    those of killed reruns before (one line on stderr names them)."""
+    if stale := remove_stale_checkouts():
+        print(f"parabench: removed {len(stale)} stale rerun checkout"
+              f"{'s' if len(stale) > 1 else ''} of a killed run: "
+              + ", ".join(map(str, stale)), file=sys.stderr, flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TREES_PREFIX}{os.getpid()}-"))
     made: list[Path] = []
     try:
         trees = {}
@@ -181,11 +228,30 @@ def side_env(tree: Path, extra: Mapping[str, str] | None = None) -> dict[str, st
     return env
 
 
+def dies_with_this_process() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel send the child SIGTERM when this process dies, also
+    by SIGKILL (Linux ``PR_SET_PDEATHSIG``, kept across exec); None elsewhere. git commands go
+    without: they end in moments, and a killed ``worktree add`` would leave a locked entry."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl, parent = ctypes.CDLL(None, use_errno=True).prctl, os.getpid()
+
+    def arm() -> None:
+        prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # this process died before prctl took effect
+            os._exit(143)
+
+    return arm
+
+
 def check_imports_from(tree: Path, env: Mapping[str, str]) -> None:
     """ConfigError unless ``import parabench`` under ``env`` loads ``tree``'s copy (an
     installed copy that shadowed it would compare a version with itself)."""
     done = subprocess.run([sys.executable, "-c", "import parabench; print(parabench.__file__)"],
-                          env=dict(env), capture_output=True, text=True, check=False)
+                          env=dict(env), capture_output=True, text=True, check=False,
+                          preexec_fn=dies_with_this_process())
     where = Path(done.stdout.strip() or "?").resolve()
     if done.returncode != 0 or (tree / "src").resolve() not in where.parents:
         raise ConfigError(f"--rerun: import parabench with {tree}/src first on PYTHONPATH "
@@ -217,10 +283,11 @@ def round_file(out_dir: Path, index: int, side: str) -> Path:
 def _run_side(cmd: list[str], env: Mapping[str, str], log: Path, progress: bool) -> int:
     """The version's ``parabench run``: stdout (its table) to ``log``, stderr (progress) here
     (with ``progress``; else to ``log`` too); the child is stopped if this process is
-    interrupted or terminated."""
+    interrupted or terminated, and dies with it if it is killed."""
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=dict(env), stdout=out,
-                                stderr=None if progress else subprocess.STDOUT)
+                                stderr=None if progress else subprocess.STDOUT,
+                                preexec_fn=dies_with_this_process())
         try:
             return proc.wait()
         finally:
@@ -241,7 +308,7 @@ def preflight(trees: Mapping[str, Path], selection: Sequence[str], out_dir: Path
         cmd = [sys.executable, "-m", "parabench", "run", *selection, "--dry-run",
                "--out", str(out_dir / f"dry-run-{side}.jsonl")]
         done = subprocess.run(cmd, env=dict(envs[side]), capture_output=True, text=True,
-                              check=False)
+                              check=False, preexec_fn=dies_with_this_process())
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
             raise ConfigError(f"--rerun: the {side} version refuses the selection: {last}")
@@ -292,9 +359,11 @@ class RoundRatios:
 def round_ratios(rounds: Rounds) -> list[RoundRatios]:
     """The paired view: each round's ratio for every case both sides ran ok in it."""
     from parabench.identity import CaseId
+    from parabench.workloads.version import versions_differ
 
     by_case: dict[tuple, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     labels: dict[tuple, str] = {}
+    versions: dict[tuple, dict[str, list[str | None]]] = defaultdict(lambda: defaultdict(list))
     for side in SIDES:
         for index, path in enumerate(rounds.files[side], start=1):
             for r in (read_results(path) if path.is_file() else []):
@@ -302,8 +371,11 @@ def round_ratios(rounds: Rounds) -> list[RoundRatios]:
                     key = CaseId.recorded(r).work
                     by_case[key][index][side] = float(r.samples_per_s)
                     labels[key] = f"{r.workload}/{r.method} w={r.workers}"
+                    versions[key][side].append(r.workload_version)
     out = []
     for key in sorted(by_case):
+        if versions_differ(versions[key]["base"], versions[key]["new"]):
+            continue  # a changed workload: compare says so, its rounds are not a ratio
         pairs = [v["new"] / v["base"] for _, v in sorted(by_case[key].items())
                  if "new" in v and "base" in v and v["base"] > 0]
         if pairs:

@@ -8,7 +8,10 @@ Usage::
 The cases come from :func:`parabench.sweep.plan.plan`. Each is either runnable or carries the
 reason it is not (unsupported workload, missing engine or hardware, unfair thread budget); the
 latter are recorded as ``skipped`` without starting anything. ``resume`` skips cases whose
-identity is already recorded ``ok`` in ``out`` and returns those recorded results in their place.
+identity is already recorded ``ok`` in ``out`` and returns those recorded results in their place;
+a result recorded under another version of its workload (:mod:`parabench.workloads.version`:
+its model or data code changed since) is not taken as done: the case runs again, and a line
+per workload says so (:func:`resumable`).
 
 Each result written carries its ratios in ``extra["ratios"]`` (:func:`with_ratios`): speedup and
 scaling efficiency (:func:`parabench.analysis.ratios.ratios`) with the baseline runs they are
@@ -20,7 +23,9 @@ baseline configuration this sweep does not run comes from the results already in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+import sys
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 from parabench.analysis.figures import group_key, median_times, seconds_per_sample
@@ -30,11 +35,14 @@ from parabench.case.execute import skipped
 from parabench.case.isolate import run_isolated
 from parabench.case.result import Result, append_result, read_results
 from parabench.case.tempdirs import runner_tempdir
+from parabench.registry import workloads
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
+from parabench.workloads.version import versions_differ, workload_version
 
 # the planner's names, where callers knew them, and with_ratios
-__all__ = ["Case", "Grid", "plan", "record", "recorded_baselines", "run_grid", "with_ratios"]
+__all__ = ["Case", "Grid", "plan", "record", "recorded_baselines", "resumable", "run_grid",
+           "with_ratios"]
 
 
 def with_ratios(result: Result, swept: Iterable[Result], earlier: Iterable[Result] = ()
@@ -74,6 +82,28 @@ def record(result: Result, out: str | Path, *, baselines: Sequence[Result],
     return result
 
 
+def resumable(previous: Iterable[Result], names: Collection[str],
+              say: Callable[[str], None] = print) -> dict[tuple | None, Result]:
+    """The recorded ok results ``--resume`` takes as done, by case key: all but those of a
+    workload in ``names`` recorded under another version than its code's now, whose cases
+    run again (``say`` gets one line per such workload). A result without a version (older)
+    is taken as done, as before."""
+    now = {name: workload_version(workloads.get(name)) for name in names if name in workloads}
+    done: dict[tuple | None, Result] = {}
+    stale: Counter[tuple[str, str | None, str]] = Counter()
+    for r in previous:
+        if r.status != "ok":
+            continue
+        if r.workload in now and versions_differ([r.workload_version], [now[r.workload]]):
+            stale[(r.workload, r.workload_version, now[r.workload])] += 1
+        else:
+            done[r.case_key()] = r
+    for (name, old, new), n in sorted(stale.items()):
+        say(f"{name} changed since its recorded results (version {old} -> {new}): "
+            f"{n} recorded ok result(s) not taken as done, run again")
+    return done
+
+
 def run_grid(
     grid: Grid,
     *,
@@ -84,7 +114,9 @@ def run_grid(
 ) -> list[Result]:
     cases = plan(grid)
     previous = list(read_results(out))
-    recorded = {r.case_key(): r for r in previous if r.status == "ok"} if resume else {}
+    stream = progress.stream if progress is not None else sys.stderr
+    recorded = (resumable(previous, {c.config.workload for c in cases},
+                          lambda line: print(line, file=stream, flush=True)) if resume else {})
     baselines = recorded_baselines(previous)
     earlier = list(baselines)  # ratios prefer this sweep's baseline runs (``swept``)
     swept: list[Result] = []

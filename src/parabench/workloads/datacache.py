@@ -21,9 +21,10 @@ so it lives only as long as the sweep, and as plain ``.npy`` files that large ar
 memory-mapped from (copy-on-write: ranks on one machine share the pages, a write stays private).
 
 An entry is keyed (:func:`parabench.cache.entry_name`) by the workload, profile and seed (all
-``make_data`` receives), numpy's version, and the bytes of the code that generates it: the
-modules of the workload's classes and every file of :mod:`parabench.workloads`, so a change of
-the generator never reads stale data. An entry is a folder written under a temporary name and
+``make_data`` receives), numpy's version, this module's code, and the workload's version
+(:func:`parabench.workloads.version.workload_version`, which results record too): the bytes of
+the modules that define it (its classes' and the workload modules they import), so a change
+of the generator never reads stale data. An entry is a folder written under a temporary name and
 renamed, so a reader sees all of it or none; a lock file makes the ranks that need the same
 entry wait for the one building it, then load it (without ``fcntl``: each builds, the first
 rename wins). A dataset with a field that is neither an array nor plain JSON is not written;
@@ -38,7 +39,6 @@ import importlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +49,7 @@ import numpy as np
 from parabench.cache import entry_name
 from parabench.case.clock import Stopwatch
 from parabench.workload import Dataset
+from parabench.workloads.version import defining_modules, workload_version
 
 if TYPE_CHECKING:
     from parabench.workload import Workload
@@ -89,19 +90,14 @@ def entry_key(workload: Workload, profile: str, seed: int) -> str:
     """The entry's folder name: readable, then a hash of what makes its bytes."""
     cls = type(workload)
     key = {"workload": workload.name, "class": f"{cls.__module__}.{cls.__qualname__}",
-           "profile": profile, "seed": seed, "numpy": np.__version__}
-    return entry_name(f"data-{workload.name}-{profile}-s{seed}", key, generator_sources(cls))
+           "profile": profile, "seed": seed, "numpy": np.__version__,
+           "version": workload_version(workload)}
+    return entry_name(f"data-{workload.name}-{profile}-s{seed}", key, [__file__])
 
 
 def generator_sources(cls: type) -> list[Path]:
-    """The files whose code may make a workload's data: its classes' modules (a third-party
-    workload's own too) and every Python file of :mod:`parabench.workloads`."""
-    files = set(Path(__file__).parent.rglob("*.py"))
-    for klass in cls.__mro__:
-        path = getattr(sys.modules.get(klass.__module__), "__file__", None)
-        if path:
-            files.add(Path(path))
-    return sorted(files)
+    """The files whose code may make a workload's data: those its version hashes."""
+    return sorted(defining_modules(cls).values())
 
 
 def _noted(data: Dataset, watch: Stopwatch, **notes: Any) -> Dataset:
