@@ -73,7 +73,8 @@ def test_oversubscription_is_detected() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"stagse": 2}, "unknown option 'stagse'; valid: activation_checkpointing, clients"),
+        ({"stagse": 2},
+         "unknown option 'stagse'; valid: activation_checkpointing, channels_last, clients"),
         ({"precision": "fp8"}, "valid: fp32, bf16, fp16"),
         ({"num_workers": -1}, "option num_workers must be >= 0"),
         ({"pin_memory": "yes"}, "option pin_memory must be a bool"),

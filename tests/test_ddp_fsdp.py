@@ -30,8 +30,11 @@ pytestmark = [pytest.mark.torch]  # and cpu / cuda / multigpu per test
 
 PROGRAMS = {"ddp": "parabench.methods.ddp:DDPProgram", "fsdp": "parabench.methods.fsdp:FSDPProgram"}
 EPOCHS = 2
-#: float tolerance: the all-reduced mean sums in a different order than serial's batch mean
-TOL = {"rtol": 1e-4, "atol": 1e-5}
+#: float tolerance: the all-reduced mean sums in a different order than serial's batch mean,
+#: and two epochs accumulate it (cnn tiny on torch 2.14.1: 2.7e-5 at most, in 26 of 18,432
+#: weights of its second convolution; a summed instead of averaged gradient doubles every
+#: update: tests/test_planted_bugs_torch.py)
+TOL = {"rtol": 1e-4, "atol": 1e-4}
 
 
 def parity_workloads() -> list[Any]:
