@@ -12,6 +12,7 @@ ENOSPC), and the real-filesystem tests are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -56,6 +57,17 @@ def _umount(where: Path) -> None:
     subprocess.run(["umount", str(where)], capture_output=True, check=False)
 
 
+@contextlib.contextmanager
+def _tmpfs(where: Path, options: str, skip: str) -> Iterator[Path]:
+    """A tmpfs mounted on ``where`` for the block (skipped with ``skip`` where none can be)."""
+    if not _mount(where, options):
+        pytest.skip(skip)
+    try:
+        yield where
+    finally:
+        _umount(where)
+
+
 @pytest.fixture
 def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     """A folder nothing can be created in: mode bits for a user, a read-only mount for root
@@ -67,12 +79,8 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         yield where
         where.chmod(0o755)
         return
-    if not _mount(where, "ro,size=64k"):
-        pytest.skip("root, and cannot mount a read-only tmpfs here")
-    try:
+    with _tmpfs(where, "ro,size=64k", "root, and cannot mount a read-only tmpfs here"):
         yield where
-    finally:
-        _umount(where)
 
 
 @pytest.fixture
@@ -81,12 +89,9 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     checks up front pass), a ~10 KB result line cannot be written whole."""
     where = tmp_path / "full"
     where.mkdir()
-    if not _mount(where, "size=64k"):
-        pytest.skip("cannot mount a tmpfs here (the simulated full-disk tests still run)")
-    try:
+    with _tmpfs(where, "size=64k",
+                "cannot mount a tmpfs here (the simulated full-disk tests still run)"):
         yield where
-    finally:
-        _umount(where)
 
 
 def _fill(where: Path, leave: int = 4096) -> None:

@@ -48,11 +48,14 @@ class FSDPSession(DistributedTorchSession):
     program: ClassVar[str | type] = FSDPProgram
 
 
+#: why FSDP2 (here and in fsdp_tp) cannot train in channels_last
+NHWC_REFUSED = "FSDP2 shards only contiguous parameters, and NHWC weights are not contiguous"
+
+
 @methods.register
 class FSDP(DataParallelMethod):
     name: ClassVar[str] = "fsdp"
     startup_guess_s: ClassVar[float | None] = 9.0
     description: ClassVar[str] = "FSDP2 fully_shard: parameters, gradients, optimizer state sharded"
     session_class: ClassVar[type[Session]] = FSDPSession
-    no_channels_last: ClassVar[str | None] = (
-        "FSDP2 shards only contiguous parameters (torch raises NotImplementedError)")
+    no_channels_last: ClassVar[str | None] = NHWC_REFUSED

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench.config import OptionSpec, RunConfig
 from parabench.method import Session
+from parabench.methods.fsdp import NHWC_REFUSED
 from parabench.registry import methods
 from parabench.torch.degrees import ParallelDegrees
 from parabench.torch.parallelize import apply_fsdp
@@ -53,8 +54,7 @@ class FSDPTensorParallel(TensorParallelMethod):
     options: ClassVar[Mapping[str, OptionSpec]] = {**TensorParallelMethod.options,
                                                    "tp": TP.with_default(2)}
     session_class: ClassVar[type[Session]] = FSDPTPSession
-    no_channels_last: ClassVar[str | None] = (
-        "FSDP2 shards only contiguous parameters (torch raises NotImplementedError)")
+    no_channels_last: ClassVar[str | None] = NHWC_REFUSED
 
     def degrees(self, config: RunConfig) -> ParallelDegrees:
         return ParallelDegrees.of(config.workers, tp=config.option("tp"))
