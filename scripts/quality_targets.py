@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from parabench.registry import workloads
+from parabench.stopping import ToTarget
 from parabench.sweep.plan import Grid
 from parabench.sweep.run import run_grid
 from parabench.workloads.targets import TABLE
@@ -78,9 +79,9 @@ def measure(workload: str, profile: str, seeds: list[int], epochs: int,
         out = Path(tmp) / "targets.jsonl"
         for seed in seeds:
             grid = Grid(workloads=[workload], methods=["serial"], workers=[1],
-                        threads_per_worker=1, epochs=epochs, profile=profile, seed=seed,
+                        threads_per_worker=1, profile=profile, seed=seed,
                         timeout_s=timeout_s, steps=0,
-                        target_quality=NEVER if higher else -NEVER)
+                        stop=ToTarget(NEVER if higher else -NEVER, max_epochs=epochs))
             (result,) = run_grid(grid, out=out)
             if result.status != "ok" or result.quality is None or result.quality.value is None:
                 raise RuntimeError(f"{workload}/{profile} seed {seed}: {result.status} "

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from parabench.registry import workloads
+from parabench.stopping import Epochs
 from parabench.sweep.plan import Grid
 from parabench.sweep.run import run_grid
 from parabench.workloads.spread import TABLE
@@ -51,7 +52,7 @@ def measure(workload: str, profile: str, seeds: list[int], epochs: int,
         out = Path(tmp) / "spread.jsonl"
         for seed in seeds:
             grid = Grid(workloads=[workload], methods=["serial"], workers=[1],
-                        threads_per_worker=1, epochs=epochs, profile=profile, seed=seed,
+                        threads_per_worker=1, stop=Epochs(epochs), profile=profile, seed=seed,
                         timeout_s=timeout_s)
             (result,) = run_grid(grid, out=out)
             if result.status != "ok" or result.quality is None or result.quality.value is None:

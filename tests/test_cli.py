@@ -176,9 +176,10 @@ def test_the_default_run_plans_the_coverage_grid_and_all_plans_the_full_sweep(
     expected = subprocess.run(
         [sys.executable, "-c",
          "from parabench.registry import methods\n"
+         "from parabench.stopping import Epochs\n"
          "from parabench.sweep.plan import Grid, plan\n"
          "print(','.join(methods.names()))\n"
-         "print(len(plan(Grid(coverage=True, profile='tiny', epochs=1))))\n"
+         "print(len(plan(Grid(coverage=True, profile='tiny', stop=Epochs(1)))))\n"
          "print(len(plan(Grid())))"],
         capture_output=True, text=True, check=True).stdout.split()
     names, coverage, full_sweep = set(expected[0].split(",")), int(expected[1]), expected[2]

@@ -6,6 +6,7 @@ import pytest
 
 from parabench import hardware
 from parabench.analysis.ratios import baseline_threads
+from parabench.stopping import Epochs, ToTarget
 from parabench.sweep.plan import BenchCase, Grid, bench_cases, case_markers, plan
 
 pytestmark = pytest.mark.cpu
@@ -25,7 +26,7 @@ def test_benchmark_ids_and_markers_come_from_the_requirements_table() -> None:
 
 def test_a_sweep_case_and_a_benchmark_case_agree() -> None:
     grid = Grid(workloads=["mlp", "random_forest"], methods=["ddp", "serial"], devices=["cpu"],
-                workers=[1, 2], profile="tiny", epochs=1)
+                workers=[1, 2], profile="tiny", stop=Epochs(1))
     cases = plan(grid)
     assert [c.config.method for c in cases][:3] == ["serial", "serial", "ddp"]  # baselines first
     # (serial at 1 thread too: ddp 2 x 1's scaling baseline, which a benchmark measures apart)
@@ -41,7 +42,7 @@ def test_a_sweep_case_and_a_benchmark_case_agree() -> None:
 def test_a_sweep_with_serial_gets_the_serial_runs_its_ratios_need() -> None:
     def planned(methods: list[str], threads: int | None) -> list[tuple[str, int, int]]:
         grid = Grid(workloads=["mlp"], methods=methods, devices=["cpu"], workers=[2],
-                    profile="tiny", epochs=1, threads_per_worker=threads)
+                    profile="tiny", stop=Epochs(1), threads_per_worker=threads)
         return [(c.config.method, c.config.workers, c.config.threads) for c in plan(grid)
                 if c.skip_reason is None]
 
@@ -49,7 +50,7 @@ def test_a_sweep_with_serial_gets_the_serial_runs_its_ratios_need() -> None:
     assert planned(["serial", "ddp"], 1) == [("serial", 1, 2), ("serial", 1, 1), ("ddp", 2, 1)]
     assert planned(["ddp"], 1) == [("ddp", 2, 1)]  # no serial asked for: none added
     cases = plan(Grid(workloads=["mlp"], methods=["serial", "ddp"], devices=["cpu"],
-                      workers=[4], profile="tiny", epochs=1, threads_per_worker=1))
+                      workers=[4], profile="tiny", stop=Epochs(1), threads_per_worker=1))
     assert [c.config.threads for c in cases if c.config.method == "serial"] == [1]  # ddp x4
     # is skipped on 2 cores, so it asks for no serial at 4 threads
 
@@ -67,7 +68,7 @@ def test_the_coverage_grid_covers_every_method_and_every_workload() -> None:
 
     DATA_PARALLEL = data_parallel_methods()  # declared by the methods (coverage_rank)
 
-    cases = plan(Grid(coverage=True, profile="tiny", epochs=1))
+    cases = plan(Grid(coverage=True, profile="tiny", stop=Epochs(1)))
     planned = {c.config.method for c in cases}
     assert planned == set(methods.names())  # runnable or a skipped row with its reason
     assert all(c.skip_reason is None or c.skip_reason.strip() for c in cases)
@@ -88,7 +89,7 @@ def test_the_coverage_grid_covers_every_method_and_every_workload() -> None:
                                      c.config.workers * c.config.threads)
             assert any(b.config.method == base and b.config.workload == c.config.workload
                        and b.config.threads == cores for b in before), c.config.label()
-    assert len(cases) < len(plan(Grid(profile="tiny", epochs=1))) / 3
+    assert len(cases) < len(plan(Grid(profile="tiny", stop=Epochs(1)))) / 3
 
 
 def test_without_coverage_the_plan_is_the_full_product() -> None:
@@ -112,7 +113,7 @@ def test_the_coverage_grid_holds_a_cheap_statistical_workload_to_its_target() ->
     from parabench.sweep.dryrun import guess_epochs, guess_s
     from parabench.workloads.targets import quality_target
 
-    cases = plan(Grid(coverage=True, profile="tiny", epochs=1))
+    cases = plan(Grid(coverage=True, profile="tiny", stop=Epochs(1)))
     mlp = quality_target("mlp", "tiny")
     held = {c.config.workload for c in cases if c.config.target_quality is not None}
     assert held == {"mlp"}
@@ -132,7 +133,7 @@ def test_the_coverage_grid_holds_a_cheap_statistical_workload_to_its_target() ->
     assert guess_s(vgg.replace(epochs=budget.epochs, target_quality=budget.value)) \
         > COVERAGE_HOLD_MAX_S
     # asked for a target, every workload is held to it, with the run's own epochs
-    asked = plan(Grid(coverage=True, profile="tiny", epochs=24, target_quality=0.5))
+    asked = plan(Grid(coverage=True, profile="tiny", stop=ToTarget(0.5, max_epochs=24)))
     assert {(c.config.target_quality, c.config.epochs) for c in asked} == {(0.5, 24)}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from parabench.stopping import Epochs
 from parabench.sweep.run import with_ratios
 from sweepdata import case
 
@@ -56,7 +57,7 @@ def test_run_grid_writes_each_result_with_its_ratios(tmp_path, monkeypatch) -> N
     monkeypatch.setattr(run, "run_isolated", fake)
     out = tmp_path / "r.jsonl"
     grid = run.Grid(workloads=["mlp"], methods=["serial", "ddp"], workers=[2], profile="tiny",
-                    epochs=1, threads_per_worker=1)
+                    stop=Epochs(1), threads_per_worker=1)
     run.run_grid(grid, out=out)
     written = {(r.method, r.threads_per_worker): r.extra.get("ratios")
                for r in read_results(out)}

@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from parabench.case.result import read_results
+from parabench.stopping import Epochs
 from parabench.sweep.plan import Grid, plan
 from parabench.sweep.run import run_grid
 
@@ -24,8 +25,8 @@ def _alive(pid: int) -> bool:
 
 
 def _grid(names: list[str], **kw: object) -> Grid:
-    return Grid(workloads=names, methods=["serial"], devices=["cpu"], epochs=2, profile="tiny",
-                **kw)  # type: ignore[arg-type]
+    return Grid(workloads=names, methods=["serial"], devices=["cpu"], stop=Epochs(2),
+                profile="tiny", **kw)  # type: ignore[arg-type]
 
 
 def test_raise_exit_hang_and_oom_are_recorded_and_the_sweep_goes_on(

@@ -21,16 +21,18 @@ import pytest
 from parabench.case import execute as execute_mod
 from parabench.case.result import Result
 from parabench.case.target import (
+    DEFAULT_MAX_EPOCHS,
     TargetTracker,
     default_target,
     fallback_target,
     reached,
-    resolve_target,
+    resolve,
     target_source,
 )
 from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.registry import workloads
+from parabench.stopping import Epochs, StopError, ToTarget
 from parabench.sweep.report import format_table, summarize
 from parabench.sweep.run import Grid, plan
 from parabench.workload import Dataset, Quality, Workload
@@ -201,7 +203,7 @@ def test_the_default_target_is_the_measured_one_else_the_fallback_said_so(
     mlp = workloads.get("mlp")
     value, source = default_target(mlp, "tiny")
     assert value == 0.8125 and "p10 of serial's quality after 8 epoch(s) over 10 seeds" in source
-    assert resolve_target("default", mlp, "tiny") == 0.8125
+    assert resolve(ToTarget(), mlp, "tiny") == ToTarget(0.8125, max_epochs=10)
     assert target_source(0.8125, mlp, "tiny") == source
     assert target_source(0.5, mlp, "tiny") == "--target-quality"
     # an unmeasured profile (or workload): the old rule, and the source says so
@@ -218,7 +220,7 @@ def test_the_shipped_table_has_every_workload_the_default_run_trains() -> None:
     from parabench.cli import COVERAGE_PROFILE
     from parabench.workloads.targets import quality_target, table
 
-    cases = plan(Grid(coverage=True, profile=COVERAGE_PROFILE, epochs=1))
+    cases = plan(Grid(coverage=True, profile=COVERAGE_PROFILE, stop=Epochs(1)))
     default_run = {c.config.workload for c in cases if c.skip_reason is None
                    # shipped ones: test plugins registered by other tests (faulty) have none
                    and type(workloads.get(c.config.workload)).__module__.startswith("parabench.")}
@@ -234,11 +236,12 @@ def test_the_shipped_table_has_every_workload_the_default_run_trains() -> None:
 
 def test_resolving_targets() -> None:
     mlp = workloads.get("mlp")
-    assert resolve_target(None, mlp, "tiny") is None
-    assert resolve_target(0.5, mlp, "tiny") == 0.5
-    assert resolve_target("default", mlp, "quick") == default_target(mlp, "quick")[0]
-    with pytest.raises(ConfigError):
-        resolve_target(float("nan"), mlp, "tiny")
+    assert resolve(Epochs(4), mlp, "tiny") == Epochs(4)
+    assert resolve(ToTarget(0.5, max_epochs=6), mlp, "tiny") == ToTarget(0.5, max_epochs=6)
+    assert resolve(ToTarget(), mlp, "quick") == ToTarget(default_target(mlp, "quick")[0],
+                                                          max_epochs=DEFAULT_MAX_EPOCHS)
+    with pytest.raises(StopError):
+        ToTarget(float("nan"))
     assert reached(0.8, 0.8, True) and not reached(0.79, 0.8, True)
     assert reached(0.01, 0.01, False) and not reached(0.02, 0.01, False)
     assert not reached(None, 0.5, True) and not reached(float("nan"), 0.5, False)
@@ -246,17 +249,17 @@ def test_resolving_targets() -> None:
 
 def test_the_planner_gives_each_workload_its_own_default_target() -> None:
     cases = plan(Grid(workloads=["mlp", "conv_autoencoder"], methods=["serial"],
-                      profile="tiny", epochs=7, target_quality="default"))
+                      profile="tiny", stop=ToTarget(max_epochs=7)))
     targets = {c.config.workload: c.config.target_quality for c in cases}
     assert targets == {name: default_target(workloads.get(name), "tiny")[0]
                        for name in ("mlp", "conv_autoencoder")}
     quick = plan(Grid(workloads=["mlp", "conv_autoencoder"], methods=["serial"],
-                      profile="quick", epochs=7, target_quality="default"))  # unmeasured
+                      profile="quick", stop=ToTarget(max_epochs=7)))  # unmeasured
     assert {c.config.workload: c.config.target_quality for c in quick} == {
         "mlp": pytest.approx(0.776), "conv_autoencoder": pytest.approx(0.013 / 0.97)}
     assert all(c.config.epochs == 7 for c in cases)
     # a target changes the case: --resume must not take a fixed-epoch result for it
-    plain = plan(Grid(workloads=["mlp"], methods=["serial"], profile="tiny", epochs=7))[0]
+    plain = plan(Grid(workloads=["mlp"], methods=["serial"], profile="tiny", stop=Epochs(7)))[0]
     assert plain.config.key() != cases[0].config.key()
 
 
@@ -462,4 +465,4 @@ def test_max_epochs_default_reaches_the_measured_budget(
         if (name, profile) in budgets else None))
     parsed = cli_mod.build_parser().parse_args(
         ["run", "--method", "serial,fedavg", "--profile", "tiny", "--target-quality", *args])
-    assert cli_mod.grid_from(parsed).epochs == expected
+    assert cli_mod.grid_from(parsed).stop.max_epochs == expected

@@ -18,6 +18,7 @@ import parabench.workloads  # noqa: F401  (registers the workloads)
 from parabench.analysis.compare import compare, format_comparison
 from parabench.case.result import Result, read_results
 from parabench.registry import workloads
+from parabench.stopping import Epochs
 from parabench.sweep.plan import Grid
 from parabench.sweep.run import resumable, run_grid
 from parabench.workloads.version import (
@@ -188,7 +189,7 @@ def test_resume_takes_only_results_of_the_current_version_as_done() -> None:
 def test_resume_reruns_a_case_recorded_under_another_version(fault_plugin: Path,
                                                              tmp_path: Path, capsys) -> None:
     out = tmp_path / "r.jsonl"
-    grid = Grid(workloads=["fault_ok"], methods=["serial"], devices=["cpu"], epochs=1,
+    grid = Grid(workloads=["fault_ok"], methods=["serial"], devices=["cpu"], stop=Epochs(1),
                 profile="tiny")
     [first] = run_grid(grid, out=out)
     assert first.workload_version == workload_version(workloads.get("fault_ok"))

@@ -19,7 +19,8 @@ Usage::
 method once, every workload under serial and a data-parallel method; tiny, 1 epoch: minutes,
 see :mod:`parabench.sweep.coverage`); ``--all`` plans the full product (quick, 3 epochs: hours).
 A sweep given neither ``--epochs`` nor ``--target-quality`` trains each workload that has a
-measured target at the profile (tiny) to it, and ranks by time to it (``_auto_target``).
+measured target at the profile (tiny) to it, and ranks by time to it (the planner decides:
+:func:`parabench.sweep.plan.stopping_rule`).
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 or a result, report or event file could not be written (one line; what was written is kept),
@@ -40,9 +41,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from parabench.case.target import AUTO as AUTO_TARGET
-from parabench.case.target import DEFAULT as DEFAULT_TARGET
-from parabench.case.target import DEFAULT_MAX_EPOCHS, default_max_epochs
+from parabench.case.target import DEFAULT_MAX_EPOCHS
 from parabench.cli_types import (
     batch,
     bool_value,
@@ -55,15 +54,14 @@ from parabench.cli_types import (
 )
 from parabench.config import DEVICES, PROFILES, ConfigError
 from parabench.registry import UnknownNameError
+from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, StopError, ToTarget
 
 if TYPE_CHECKING:
     from parabench.sweep.plan import Grid
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-DEFAULT_EPOCHS = 3
-#: the full sweep's profile (--all, or any --workload/--method) and the coverage grid's;
-#: the coverage grid's epochs (its budget: parabench.sweep.coverage)
-FULL_PROFILE, COVERAGE_PROFILE, COVERAGE_EPOCHS = "quick", "tiny", 1
+#: the full sweep's profile (--all, or any --workload/--method) and the coverage grid's
+FULL_PROFILE, COVERAGE_PROFILE = "quick", "tiny"
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # the shell's 130, 143
 
 
@@ -89,53 +87,6 @@ class _Parser(argparse.ArgumentParser):
 def _coverage(args: argparse.Namespace) -> bool:
     """The coverage grid: neither --workload nor --method nor --all given."""
     return not (args.workload or args.method or args.all_cases)
-
-
-def _auto_target(args: argparse.Namespace) -> bool:
-    """A sweep given neither --epochs nor --target-quality: each workload with a measured
-    target at the profile trains to it (:data:`parabench.case.target.AUTO`), the others
-    train fixed epochs. Not the coverage grid, which holds only cheap workloads
-    (:mod:`parabench.sweep.coverage`)."""
-    return not _coverage(args) and args.target_quality is None and args.epochs is None
-
-
-def _measured(args: argparse.Namespace) -> list[str]:
-    """The selected workloads with a measured target at the run's profile."""
-    from parabench.registry import workloads
-    from parabench.workloads.targets import quality_target
-
-    return [w for w in args.workload or workloads.names()
-            if w in workloads and quality_target(w, _profile(args)) is not None]
-
-
-def _target(args: argparse.Namespace) -> float | str | None:
-    return AUTO_TARGET if _auto_target(args) else args.target_quality
-
-
-def _epochs(args: argparse.Namespace) -> int:
-    """Epochs per case: --epochs N (fixed), or --max-epochs N with --target-quality; with
-    neither, the fixed epochs of a workload without a measured target (see _auto_target)."""
-    if args.target_quality is None:
-        if args.max_epochs is not None and not _auto_target(args):
-            raise UsageError("--max-epochs caps a run to the target quality; for a fixed "
-                             "count use --epochs N (not both)" if args.epochs else
-                             "--max-epochs caps a --target-quality run; the coverage grid "
-                             "takes --epochs N")
-        if args.max_epochs is not None and not _measured(args):
-            named = ",".join(args.workload or []) or "the workloads"
-            raise UsageError(f"--max-epochs caps a --target-quality run (or a run to a "
-                             f"workload's measured target: none of {named} has one at "
-                             f"{_profile(args)}); for a fixed count use --epochs N")
-        return args.epochs or (COVERAGE_EPOCHS if _coverage(args) else DEFAULT_EPOCHS)
-    if args.epochs is not None:
-        raise UsageError("--epochs N trains exactly N epochs, --target-quality stops when "
-                         "the target is reached; give its cap as --max-epochs N "
-                         f"(default {DEFAULT_MAX_EPOCHS})")
-    if args.max_epochs is not None:
-        return args.max_epochs
-    from parabench.registry import workloads
-
-    return default_max_epochs(args.workload or workloads.names(), _profile(args))
 
 
 def _profile(args: argparse.Namespace) -> str:
@@ -192,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--windows", type=count(2), default=None, metavar="W",
                    help="speed: steady windows per case after a warm-up window (default: 8; "
                         "throughput is their median with a 95%% bootstrap CI)")
-    p.add_argument("--target-quality", type=target, nargs="?", const=DEFAULT_TARGET,
+    p.add_argument("--target-quality", type=target, nargs="?", const=ToTarget(),
                    metavar="Q|default",
                    help="time-to-accuracy mode: evaluate up to 8 times an epoch (off the "
                         "clock), stop when held-out quality reaches Q (<= Q for lower-is-better "
@@ -284,15 +235,17 @@ def grid_from(args: argparse.Namespace) -> Grid:
     place they become one (torchrun's entry point, :mod:`parabench.torch.launch`, uses it too).
     """
     from parabench.sweep import preflight
-    from parabench.sweep.plan import Grid
+    from parabench.sweep.plan import Grid, stopping_rule
 
     preflight.check_timeout(args.timeout)
     grid = Grid(
         workloads=args.workload, methods=args.method, devices=args.device,
-        workers=args.workers, batch_sizes=args.batch_size, epochs=_epochs(args),
+        workers=args.workers, batch_sizes=args.batch_size,
+        stop=stopping_rule(epochs=args.epochs, target=args.target_quality,
+                           max_epochs=args.max_epochs, coverage=_coverage(args),
+                           names=args.workload, profile=_profile(args)),
         profile=_profile(args), coverage=_coverage(args), repeats=args.repeats, seed=args.seed,
         timeout_s=args.timeout,
-        target_quality=_target(args), max_epochs=args.max_epochs,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args), steps=args.steps, windows=args.windows,
     )
@@ -373,7 +326,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except (UsageError, UnknownNameError, ConfigError) as exc:
+    except (UsageError, UnknownNameError, ConfigError, StopError) as exc:
         print(f"parabench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `parabench list | head`: the reader left; not an error

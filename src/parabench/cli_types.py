@@ -13,8 +13,8 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 
-from parabench.case.target import DEFAULT as DEFAULT_TARGET
 from parabench.config import AUTO, BatchSize
+from parabench.stopping import ToTarget
 
 BOOLS = {"on": True, "true": True, "yes": True, "1": True,
           "off": False, "false": False, "no": False, "0": False}
@@ -55,16 +55,17 @@ def batch(text: str) -> BatchSize:
     return AUTO if text == AUTO else positive_int(text)
 
 
-def target(text: str) -> float | str:
-    if text == DEFAULT_TARGET:
-        return text
+def target(text: str) -> ToTarget:
+    """``--target-quality``'s value: a number, or 'default' (each workload's own target)."""
+    if text == "default":
+        return ToTarget()
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number or 'default'")
-    return value
+    return ToTarget(value)
 
 
 def choice(valid: Sequence[str]) -> Callable[[str], str]:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from parabench.identity import CaseId, labelled_options
 from parabench.registry import declared_option, option_specs
+from parabench.stopping import Epochs, ToTarget
 
 DEVICES = ("cpu", "cuda")
 PROFILES = ("tiny", "quick", "full")
@@ -114,6 +115,8 @@ class RunConfig:
     workers: int = 1
     threads_per_worker: int | None = None
     batch_size: BatchSize = None
+    #: the most epochs this case trains: all of them when ``target_quality`` is None, else the
+    #: cap on the way to the target (``stop`` is the same rule, typed)
     epochs: int = 3
     profile: str = "quick"
     seed: int = 0
@@ -211,6 +214,22 @@ class RunConfig:
         """Identity of the case (:class:`parabench.identity.CaseId`); ``--resume`` recognises
         finished cases by it."""
         return CaseId.of(self)
+
+    @property
+    def stop(self) -> Epochs | ToTarget:
+        """This case's stopping rule, resolved: exactly ``epochs`` epochs, or to the number
+        ``target_quality`` within ``epochs`` epochs (:mod:`parabench.stopping`)."""
+        if self.target_quality is None:
+            return Epochs(self.epochs)
+        return ToTarget(self.target_quality, max_epochs=self.epochs)
+
+    def with_stop(self, rule: Epochs | ToTarget) -> RunConfig:
+        """This case under a resolved ``rule`` (a :class:`ToTarget` with a number and a cap)."""
+        if isinstance(rule, Epochs):
+            return self.replace(epochs=rule.n, target_quality=None)
+        if rule.quality is None or rule.max_epochs is None:
+            raise ConfigError(f"a case's rule is resolved (a number and a cap), got {rule}")
+        return self.replace(epochs=rule.max_epochs, target_quality=rule.quality)
 
     def option(self, name: str, default: Any = DECLARED) -> Any:
         """``options[name]``, or when unset the default declared by the option's owner (this

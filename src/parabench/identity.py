@@ -57,10 +57,8 @@ def baseline_threads(workload: str, baseline: str, threads: int) -> int:
     """The threads ``baseline`` runs ``workload`` with when given ``threads``: serial fits a
     scikit-learn estimator with ``n_jobs=1`` whatever it is given, so its one-thread run is
     also the serial "with the same total cores" (a second run at 2 threads would repeat it)."""
-    from parabench.workload import EstimatorWorkload  # the workload base imports config: late
-
-    if baseline == BASELINE_METHOD and workload in workloads and isinstance(
-            workloads.get(workload), EstimatorWorkload):
+    if baseline == BASELINE_METHOD and workload in workloads and (
+            workloads.get(workload).family == "estimator"):  # parabench.workload.EstimatorWorkload
         return 1
     return threads
 

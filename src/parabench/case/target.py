@@ -5,7 +5,8 @@ Usage::
     parabench run --workload cnn --method serial,ddp --workers 2 --target-quality 0.9
     parabench run --workload mlp --target-quality --max-epochs 20   # the measured default
 
-    target = resolve_target("default", workloads.get("mlp"), "tiny")  # quality_targets.json
+    rule = resolve(ToTarget(), workloads.get("mlp"), "tiny")  # quality_targets.json's number
+    target = rule.quality
     tracker = TargetTracker(target=target, higher_is_better=True, epochs_improve=True)
     parts = session.epoch_parts(EVALS_PER_EPOCH)   # as the lifecycle's epochs do it
     for epoch in range(max_epochs):
@@ -57,16 +58,12 @@ from parabench.case.measure import tree_cpu_seconds
 from parabench.case.records import TimeToTarget
 from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Session
+from parabench.stopping import Epochs, StoppingRule, ToTarget
 from parabench.workload import Workload
 from parabench.workloads.targets import missing_reason, quality_target
 
 TARGET_FRACTION = 0.97
 DEFAULT_MAX_EPOCHS = 10
-DEFAULT = "default"
-#: the grid's spec when neither ``--epochs`` nor ``--target-quality`` is given: the measured
-#: target for a workload that has one at the profile, fixed epochs for one that has none
-#: (:func:`at_measured_target`, applied by :meth:`parabench.sweep.plan.Grid.config`)
-AUTO = "auto"
 #: the most evaluations per epoch a session that trains an epoch in parts gets: its
 #: samples-to-target is then resolved to 1/8 of an epoch
 EVALS_PER_EPOCH = 8
@@ -101,24 +98,31 @@ def default_target(workload: Workload, profile: str) -> tuple[float, str]:
                                        f"{TARGET_FRACTION:g} x quick reference")
 
 
-def resolve_target(spec: float | str | None, workload: Workload, profile: str) -> float | None:
-    """A numeric target for ``workload`` at ``profile`` from ``--target-quality`` (None: mode
-    off)."""
-    if spec is None:
-        return None
-    if spec == DEFAULT:
-        return default_target(workload, profile)[0]
-    if isinstance(spec, bool) or not isinstance(spec, int | float) or not math.isfinite(spec):
-        raise ConfigError(f"target quality must be a finite number or 'default', got {spec!r}")
-    return float(spec)
+def resolve(rule: StoppingRule, workload: Workload, profile: str,
+            own_data: bool = False) -> StoppingRule:
+    """A grid's ``rule`` made one case's (:mod:`parabench.stopping`): :class:`Epochs` as it
+    is, or a :class:`ToTarget` with a number and a cap. Each workload's own target is the
+    measured one (:func:`default_target`), or the rule's ``otherwise`` where nobody measured
+    one at ``profile`` or the case trains on the user's own data (``own_data``,
+    ``--data-dir``), else the fallback target; the cap is the rule's, else
+    :func:`default_max_epochs` of this workload."""
+    if isinstance(rule, Epochs):
+        return rule
+    cap = rule.max_epochs or default_max_epochs([workload.name], profile)
+    if rule.quality is not None:
+        return ToTarget(float(rule.quality), max_epochs=cap)
+    if rule.otherwise is not None and (
+            own_data or quality_target(workload.name, profile) is None):
+        return rule.otherwise
+    return ToTarget(default_target(workload, profile)[0], max_epochs=cap)
 
 
 def at_measured_target(config: RunConfig, max_epochs: int | None = None) -> RunConfig | None:
     """``config`` in time-to-target mode at its workload's measured target, training at most
     ``max_epochs`` (default: :func:`default_max_epochs`, at least the target's epoch budget);
     None where nobody measured one at the profile, or on the user's own data
-    (``--data-dir``), which the target was not measured on. What :data:`AUTO` and the
-    coverage grid's held workloads use."""
+    (``--data-dir``), which the target was not measured on. What the coverage grid's held
+    workloads use."""
     entry = quality_target(config.workload, config.profile)
     if entry is None or config.options.get("data_dir"):
         return None

@@ -1,4 +1,6 @@
-"""Engines that methods start and stop around a workload: Dask clusters, MPI rank programs.
+"""Engines that methods start and stop around a workload: Dask clusters (dask_cluster), and
+whether the external engines (Spark, MPI) are reachable (probe); the MPI rank programs are
+in :mod:`parabench.forest.mpi_rank`.
 
 Usage::
 

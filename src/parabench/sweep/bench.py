@@ -45,6 +45,7 @@ from parabench.case.lifecycle import WINDOW_TARGET_S
 from parabench.config import RunConfig
 from parabench.identity import BASELINE_METHOD as BASELINE
 from parabench.registry import methods, workloads
+from parabench.stopping import Epochs
 from parabench.sweep.dryrun import FALLBACK_STARTUP_S
 from parabench.sweep.plan import BenchCase, Grid, bench_cases
 
@@ -107,7 +108,7 @@ class BenchRun:
 
     def config(self, case: BenchCase) -> RunConfig:
         """One epoch per call of the lifecycle's ``step``, as :meth:`BenchCase.config`."""
-        return Grid(profile=self.profile, epochs=1).config(
+        return Grid(profile=self.profile, stop=Epochs(1)).config(
             workload=case.workload, method=case.method, device=case.device,
             workers=case.workers, options=dict(self.options))
 

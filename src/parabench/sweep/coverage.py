@@ -3,9 +3,10 @@ minutes.
 
 Usage::
 
+    from parabench.stopping import Epochs
     from parabench.sweep.plan import Grid, plan
-    cases = plan(Grid(coverage=True, profile="tiny", epochs=1))   # what `parabench run` runs
-    coverage(Grid(coverage=True, profile="tiny", epochs=1))       # the same cases
+    cases = plan(Grid(coverage=True, profile="tiny", stop=Epochs(1)))   # what `parabench run` runs
+    coverage(Grid(coverage=True, profile="tiny", stop=Epochs(1)))       # the same cases
     data_parallel_methods()                                       # ['ddp', 'threads', ...]
 
 The coverage grid (``Grid(coverage=True)``: what ``parabench run`` plans when given neither
@@ -59,6 +60,7 @@ from parabench.case.target import at_measured_target, default_max_epochs, hold_e
 from parabench.config import BatchSize, RunConfig, available_cores
 from parabench.identity import baseline_of, is_baseline
 from parabench.registry import methods, workloads
+from parabench.stopping import Epochs
 from parabench.sweep.plan import (
     Case,
     Grid,
@@ -111,7 +113,7 @@ def coverage(grid: Grid) -> list[Case]:
 
         out += with_ratio_baselines(_coverage_slot(grid, judged), grid, cores,
                                      max_s=COVERAGE_EXTRA_MAX_S)
-    return _held_to_target(out) if grid.target_quality is None else out
+    return _held_to_target(out) if isinstance(grid.stop, Epochs) else out
 
 
 def _held_to_target(cases: list[Case]) -> list[Case]:

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from parabench import hardware
-from parabench.case.target import AUTO, at_measured_target, resolve_target
-from parabench.config import DEVICES, BatchSize, RunConfig, available_cores
+from parabench.case.target import default_max_epochs, resolve
+from parabench.config import DEVICES, BatchSize, ConfigError, RunConfig, available_cores
 from parabench.identity import (
     BASELINE_METHOD,
     CaseId,
@@ -48,6 +48,8 @@ from parabench.identity import (
     work_options,
 )
 from parabench.registry import methods, workloads
+from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, Epochs, StoppingRule, ToTarget
+from parabench.workloads.targets import quality_target
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,21 +61,18 @@ class Grid:
     devices: Sequence[str] | None = None
     workers: Sequence[int] | None = None
     batch_sizes: Sequence[BatchSize] = (None,)
-    epochs: int = 3
+    #: when each case stops (:mod:`parabench.stopping`), resolved per workload by
+    #: :meth:`config`; :func:`stopping_rule` is what ``parabench run`` decides from its flags
+    stop: StoppingRule = Epochs(DEFAULT_EPOCHS)
     profile: str = "quick"
     repeats: int = 1
     seed: int = 0
     timeout_s: float = 600.0
     threads_per_worker: int | None = None
     oversubscribe: bool = False
-    #: option name -> values to sweep (each a grid axis); see config.OPTIONS
+    #: option name -> values to sweep (each a grid axis); each declared by a method or workload
+    #: (parabench.config.OptionSpec, listed by parabench.registry.option_specs)
     options: Mapping[str, Sequence[Any]] = field(default_factory=dict)
-    #: time-to-target mode: a quality, or "default" for each workload's own (parabench.case.target);
-    #: ``epochs`` is then the most epochs a case trains. "auto": the measured target of each
-    #: workload that has one at the profile, trained for at most ``max_epochs`` (default: its
-    #: epoch budget, parabench.case.target.default_max_epochs), and ``epochs`` fixed for the others
-    target_quality: float | str | None = None
-    max_epochs: int | None = None
     #: plan the coverage grid (parabench.sweep.coverage) instead of the full product
     coverage: bool = False
     #: speed windows (RunConfig.steps / windows; None: calibrated / the default count)
@@ -84,17 +83,52 @@ class Grid:
                batch_size: BatchSize = None, options: dict[str, Any] | None = None,
                repeat: int = 0) -> RunConfig:
         """The RunConfig of one point of the grid: the only place one is built from axes."""
-        auto = self.target_quality == AUTO
-        config = RunConfig(
+        options = options if options is not None else {}
+        stop = resolve(self.stop, workloads.get(workload), self.profile,
+                       own_data=bool(options.get("data_dir")))
+        return RunConfig(
             workload=workload, method=method, device=device, workers=workers,
             threads_per_worker=self.threads_per_worker, batch_size=batch_size,
-            epochs=self.epochs, profile=self.profile, seed=self.seed, repeat=repeat,
-            timeout_s=self.timeout_s, options=options if options is not None else {},
-            target_quality=None if auto else resolve_target(
-                self.target_quality, workloads.get(workload), self.profile),
-            steps=self.steps, windows=self.windows,
+            epochs=stop.n if isinstance(stop, Epochs) else stop.max_epochs,
+            target_quality=stop.quality if isinstance(stop, ToTarget) else None,
+            profile=self.profile, seed=self.seed, repeat=repeat, timeout_s=self.timeout_s,
+            options=options, steps=self.steps, windows=self.windows,
         )
-        return (at_measured_target(config, self.max_epochs) or config) if auto else config
+
+
+def stopping_rule(*, epochs: int | None = None, target: ToTarget | None = None,
+                  max_epochs: int | None = None, coverage: bool = False,
+                  names: Sequence[str] | None = None, profile: str = "quick") -> StoppingRule:
+    """A sweep's stopping rule from what its user gave (None: not given): ``--epochs N``,
+    ``--target-quality`` (``target``: a number, or each workload's own), ``--max-epochs N``,
+    for the workloads ``names`` (None: all) at ``profile``; the coverage grid (``coverage``)
+    trains :data:`COVERAGE_EPOCHS`. Given neither ``--epochs`` nor ``--target-quality``, a
+    sweep trains each workload with a measured target at the profile to it and the others
+    :data:`DEFAULT_EPOCHS`. A numeric or default target without ``--max-epochs`` is capped at
+    :func:`~parabench.case.target.default_max_epochs` of the workloads. Contradictions raise
+    :class:`~parabench.config.ConfigError` saying which flag to use."""
+    selected = list(names or workloads.names())
+    if target is not None:
+        if epochs is not None:
+            raise ConfigError("--epochs N trains exactly N epochs, --target-quality stops "
+                              "when the target is reached; give its cap as --max-epochs N "
+                              f"(default {default_max_epochs([], profile)})")
+        return ToTarget(target.quality,
+                        max_epochs=max_epochs or default_max_epochs(selected, profile))
+    if epochs is None and not coverage:
+        if max_epochs is not None and not any(
+                w in workloads and quality_target(w, profile) is not None for w in selected):
+            named = ",".join(names or []) or "the workloads"
+            raise ConfigError(f"--max-epochs caps a --target-quality run (or a run to a "
+                              f"workload's measured target: none of {named} has one at "
+                              f"{profile}); for a fixed count use --epochs N")
+        return ToTarget(max_epochs=max_epochs, otherwise=Epochs(DEFAULT_EPOCHS))
+    if max_epochs is not None:
+        raise ConfigError("--max-epochs caps a run to the target quality; for a fixed count "
+                          "use --epochs N (not both)" if epochs else
+                          "--max-epochs caps a --target-quality run; the coverage grid "
+                          "takes --epochs N")
+    return Epochs(epochs or COVERAGE_EPOCHS)
 
 
 def case_id(workload: str, method: str, device: str, workers: int) -> str:
@@ -237,7 +271,7 @@ class BenchCase(NamedTuple):
 
     def config(self, profile: str = "tiny") -> RunConfig:
         """One epoch per call of the lifecycle's ``step``; everything else the defaults."""
-        return Grid(profile=profile, epochs=1).config(
+        return Grid(profile=profile, stop=Epochs(1)).config(
             workload=self.workload, method=self.method, device=self.device,
             workers=self.workers)
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from parabench.config import ConfigError
 from parabench.registry import methods, option_specs, workloads
+from parabench.stopping import ToTarget
 
 if TYPE_CHECKING:
     from parabench.sweep.plan import Case, Grid
@@ -99,9 +100,9 @@ def check_target(grid: Grid) -> None:
     """A numeric ``--target-quality`` lies where each selected workload's metric can reach
     (its :attr:`~parabench.workload.Quality.bounds`): 2 on an accuracy is never reached, so
     every case would train its whole epoch cap for a foregone 'not reached'."""
-    target = grid.target_quality
-    if isinstance(target, str) or target is None:
-        return  # 'default' / auto: measured targets, in range by construction
+    if not isinstance(grid.stop, ToTarget) or grid.stop.quality is None:
+        return  # fixed epochs, or each workload's measured target: in range by construction
+    target = grid.stop.quality
     for name in _selected(grid)[1]:
         quality = workloads.get(name).quality
         if quality.bounds is None:
