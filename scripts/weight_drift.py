@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
+from parabench.core.pool import WorkerPool
 from parabench.registry import methods, workloads
 from parabench.torch.loop import TorchLoop
 

@@ -4,7 +4,7 @@ Every method that reports components runs one real tiny case through ``execute``
 mlp or random_forest, 2 workers where it is distributed, one thread each); each epoch's
 components must sum to that epoch's seconds within ``TOLERANCE`` and none may be negative.
 The ratio compares the case's own clock reads with each other, not with a wall-clock budget.
-The unit tests pin the two mechanisms: :class:`~parabench.case.clock.Spans` nesting (a
+The unit tests pin the two mechanisms: :class:`~parabench.core.clock.Spans` nesting (a
 scripted timer, no sleeps) and :func:`~parabench.torch.session.fold_epochs` taking the
 slowest rank's components (a max per component, planted back, fails the sum).
 
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from parabench import hardware
-from parabench.case.clock import Spans
 from parabench.case.execute import execute
 from parabench.config import RunConfig
+from parabench.core.clock import Spans
 from parabench.method import EpochStats
 from parabench.registry import methods
 from parabench.torch.loop import partition

@@ -51,8 +51,8 @@ def test_loaded_data_is_bit_identical_with_what_make_data_gives(name: str,
 
 def test_a_sweep_case_gets_its_data_through_the_sweep_folder(tmp_path: Path,
                                                               monkeypatch) -> None:
-    from parabench.case.tempdirs import SWEEP_DIR_ENV
     from parabench.config import RunConfig
+    from parabench.core.tempdirs import SWEEP_DIR_ENV
 
     config = RunConfig(workload="mlp", method="serial", profile="tiny", seed=1)
     workload = workloads.get("mlp")

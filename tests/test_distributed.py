@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from parabench.case.pool import WorkerError, WorkerPool, WorkerTimeout
-from parabench.case.rank import RankContext
+from parabench.core.pool import WorkerError, WorkerPool, WorkerTimeout
+from parabench.core.rank import RankContext
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 
@@ -184,7 +184,7 @@ def test_ranks_die_with_the_parent(tmp_path: Path) -> None:
     script.write_text(textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from parabench.case.pool import WorkerPool
+        from parabench.core.pool import WorkerPool
         from test_distributed import Probe
         if __name__ == "__main__":
             pool = WorkerPool(2, program=Probe, threads=1, timeout_s=120).start()

@@ -350,7 +350,7 @@ def test_every_option_is_read_by_some_method_or_workload() -> None:
 # --- the pieces, without a runner -------------------------------------------------------------
 
 def test_only_the_directories_of_dead_runners_are_swept(tmp_path: Path) -> None:
-    from parabench.case.tempdirs import PREFIX, remove_stale, runner_tempdir
+    from parabench.core.tempdirs import PREFIX, remove_stale, runner_tempdir
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -37,8 +37,8 @@ import pytest
 
 from parabench.analysis.parity import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
 from parabench.case.execute import execute
-from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
+from parabench.core.pool import WorkerPool
 from parabench.methods.fedavg import FedAvgSession
 from parabench.registry import methods, workloads
 from parabench.torch.fedavg import FedAvgProgram, client_order, partition

@@ -2,7 +2,7 @@
 
 No module-level import cycle, every import (module level and inside functions) going down the
 layer order (:data:`LAYERS`) or sideways within a layer, files small enough to read in one
-sitting, method files that are declarations, and one clock: only ``parabench.case.clock``
+sitting, method files that are declarations, and one clock: only ``parabench.core.clock``
 reads a timer, also through a helper.
 """
 
@@ -18,8 +18,8 @@ MAX_LINES = 400
 MAX_METHOD_LINES = 90  # declarations; a long docstring or option mapping may pass 60
 
 #: The layers, top first: a module may import from its own layer and the layers below it.
-#: A module belongs to the layer of the longest prefix naming it (``parabench.case.clock``
-#: is bottom, the rest of ``parabench.case`` is case). docs/architecture.md ("Layers") says
+#: A module belongs to the layer of the longest prefix naming it (``parabench.cli`` is a
+#: front end, the other top-level modules are bottom). docs/architecture.md ("Layers") says
 #: the same in words.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # front ends: the CLI, and torchrun's entry point, which parses like `parabench run`
@@ -30,14 +30,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("case", ("parabench.case",)),  # lifecycle, execute, result, isolate, measure, ...
     ("methods", ("parabench.methods",)),  # declarations
     ("engines", ("parabench.torch", "parabench.forest", "parabench.tf", "parabench.engines")),
-    # case.records: the typed sub-records of a Result, plain data that sessions fill
-    ("bottom", ("parabench", "parabench.case.clock", "parabench.case.pool",
-                "parabench.case.records", "parabench.case.rank", "parabench.case.launcher",
-                "parabench.case.tempdirs",
-                "parabench.method",
-                "parabench.workload", "parabench.workloads", "parabench.config",
-                "parabench.registry", "parabench.hardware", "parabench.cache",
-                "parabench.envinfo")),
+    # core: the process and clock machinery (clock, pool, rank, launcher, tempdirs) and the
+    # typed sub-records of a Result (records), plain data that sessions fill; and the
+    # declarations everything names: config, stopping, identity, method, workload(s), registry
+    ("bottom", ("parabench", "parabench.core", "parabench.workloads")),
 ]
 
 
@@ -150,7 +146,7 @@ def test_the_layer_check_finds_a_planted_upward_import_inside_a_function(tmp_pat
     files = {"case/execute.py": ("import os\n\n\ndef f():\n"
                                  "    from parabench.sweep.run import run_grid\n"),
              "sweep/run.py": "from parabench.case.execute import execute\n",
-             "case/clock.py": "", "torch/loop.py": ("from typing import TYPE_CHECKING\n"
+             "core/clock.py": "", "torch/loop.py": ("from typing import TYPE_CHECKING\n"
                                                     "if TYPE_CHECKING:\n"
                                                     "    from parabench.case.result import R\n")}
     for rel, text in files.items():
@@ -168,7 +164,7 @@ def test_the_layers_are_those_the_docs_name() -> None:
     assert [layer_of(m) for m in ("parabench.cli", "parabench.torch.launch",
                                   "parabench.sweep.site.plots", "parabench.analysis.parity",
                                   "parabench.case.lifecycle", "parabench.methods.ddp",
-                                  "parabench.torch.loop", "parabench.case.clock",
+                                  "parabench.torch.loop", "parabench.core.clock",
                                   "parabench.workloads.mlp")] == [0, 0, 1, 2, 3, 4, 5, 6, 6]
 
 
@@ -195,7 +191,7 @@ def test_method_files_are_declarations() -> None:
 def test_only_the_case_clock_reads_a_timer(timer: str) -> None:
     readers = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                      if f"time.{timer}(" in p.read_text() or f"{timer}()" in p.read_text())
-    assert readers in ([], ["case/clock.py"]), readers
+    assert readers in ([], ["core/clock.py"]), readers
 
 
 # --- one clock, also through helpers ---------------------------------------------------------
@@ -204,12 +200,12 @@ def test_only_the_case_clock_reads_a_timer(timer: str) -> None:
 #: timeout, ``time.time`` for an event's wall time, ``datetime``) are not figures: not checked.
 TIMERS = {"perf_counter", "perf_counter_ns", "process_time", "process_time_ns", "thread_time",
           "thread_time_ns"}
-CLOCK = "parabench.case.clock"
+CLOCK = "parabench.core.clock"
 
 
 def _bound_modules(tree: ast.Module) -> dict[str, str]:
     """Local name -> the module it is bound to (``import time``, ``from parabench.case import
-    clock``, ``import parabench.case.clock as c``)."""
+    clock``, ``import parabench.core.clock as c``)."""
     out = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -280,9 +276,9 @@ def timer_readers(modules: dict[str, Path]) -> list[str]:
 
 def test_the_timer_check_finds_planted_reads_through_helpers(tmp_path: Path) -> None:
     files = {
-        "case/clock.py": "import time\n\n\ndef now():\n    return time.perf_counter()\n",
-        "case/ok.py": "from parabench.case.clock import Stopwatch\n\nw = Stopwatch()\n",
-        "forest/session.py": "from parabench.case.clock import now\n\n\ndef f():\n    t0 = now()\n",
+        "core/clock.py": "import time\n\n\ndef now():\n    return time.perf_counter()\n",
+        "case/ok.py": "from parabench.core.clock import Stopwatch\n\nw = Stopwatch()\n",
+        "forest/session.py": "from parabench.core.clock import now\n\n\ndef f():\n    t0 = now()\n",
         "forest/helper.py": ("from time import perf_counter as pc\n\n\ndef tick():\n"
                              "    return pc\n"),
         "forest/user.py": "from parabench.forest import helper\n\nx = helper.tick()\n",
@@ -295,7 +291,7 @@ def test_the_timer_check_finds_planted_reads_through_helpers(tmp_path: Path) -> 
         (tmp_path / rel).write_text(text)
         modules["parabench." + rel[:-3].replace("/", ".")] = tmp_path / rel
     assert timer_readers(modules) == [
-        "parabench.case.clock", "parabench.forest.helper", "parabench.forest.session",
+        "parabench.core.clock", "parabench.forest.helper", "parabench.forest.session",
         "parabench.forest.user", "parabench.torch.alias"]
 
 

@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from parabench.case.clock import Clock
-from parabench.case.launcher import POOL, Launcher, active_launcher
 from parabench.case.lifecycle import CaseLifecycle
 from parabench.config import RunConfig
+from parabench.core.clock import Clock
+from parabench.core.launcher import POOL, Launcher, active_launcher
 from parabench.method import EpochStats, Method, Session
 from parabench.workload import Workload
 

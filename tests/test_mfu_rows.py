@@ -11,8 +11,8 @@ import pytest
 
 from parabench.case import peak as peak_mod
 from parabench.case.peak import arithmetic, matmul_peak_flops, mfu, sweep_peak
-from parabench.case.records import Peak
-from parabench.case.tempdirs import SWEEP_DIR_ENV
+from parabench.core.records import Peak
+from parabench.core.tempdirs import SWEEP_DIR_ENV
 
 pytestmark = [pytest.mark.torch, pytest.mark.cpu]
 

@@ -20,8 +20,8 @@ import pytest
 
 from parabench.analysis.summary import ONE_CORE, summarize
 from parabench.case.measure import CpuRate
-from parabench.case.records import Machine
 from parabench.case.result import Result
+from parabench.core.records import Machine
 from sweepdata import case
 
 pytestmark = [pytest.mark.cpu]

@@ -1,7 +1,7 @@
 """A pool's ranks each run on their own cores (``rank_cores``), where they fit.
 
 Ranks in lockstep wait for the slowest; unpinned on 2 cores, mlp ddp x2's speed windows varied
-by up to +-17 % (see :func:`parabench.case.rank.rank_cores` for the measured figures).
+by up to +-17 % (see :func:`parabench.core.rank.rank_cores` for the measured figures).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from parabench.case.pool import NO_GROUP, WorkerPool
-from parabench.case.rank import PIN_VAR, RankContext, rank_cores
+from parabench.core.pool import NO_GROUP, WorkerPool
+from parabench.core.rank import PIN_VAR, RankContext, rank_cores
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"),
                                 reason="no CPU affinity on this OS")

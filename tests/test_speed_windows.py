@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from parabench.case import lifecycle as lc
-from parabench.case.clock import Clock
 from parabench.case.execute import execute
 from parabench.case.lifecycle import CaseLifecycle, steps_for
-from parabench.case.records import Window
 from parabench.config import RunConfig
+from parabench.core.clock import Clock
+from parabench.core.records import Window
 from parabench.method import EpochStats, Method, Session
 from parabench.torch.loop import epoch_order, window_order
 from parabench.workload import Workload

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from parabench.case.execute import execute
-from parabench.case.pool import WorkerPool
 from parabench.config import RunConfig
+from parabench.core.pool import WorkerPool
 from parabench.method import EpochStats
 from parabench.registry import methods, workloads
 

@@ -174,7 +174,7 @@ class EnvProbe:
 
 @pytest.mark.cpu
 def test_a_pool_without_a_torch_group_hosts_other_engines_workers() -> None:
-    from parabench.case.pool import NO_GROUP, WorkerError, WorkerPool
+    from parabench.core.pool import NO_GROUP, WorkerError, WorkerPool
 
     env = [{"TF_CONFIG": "zero"}, {"TF_CONFIG": "one"}]
     with WorkerPool(2, EnvProbe, backend=NO_GROUP, threads=1, rank_env=env) as pool:

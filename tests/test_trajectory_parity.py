@@ -118,7 +118,7 @@ def world_of_one() -> Iterator[None]:
 
 def test_digest_ignores_the_wrapper(world_of_one: None) -> None:
     """DDP's state_dict says ``module.<name>``; the digest says serial's ``<name>``."""
-    from parabench.case.rank import RankContext
+    from parabench.core.rank import RankContext
     from parabench.methods.ddp import DDPProgram
     from parabench.methods.serial import Serial
     from parabench.registry import workloads

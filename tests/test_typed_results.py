@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from parabench.analysis.parity import assess, parity_kind, tolerance
-from parabench.case.records import Energy, Facts, Grading, Machine, Parity, TimeToTarget, Window
 from parabench.case.result import SCHEMA, QualityValue, Result, read_results
 from parabench.config import RunConfig
+from parabench.core.records import Energy, Facts, Grading, Machine, Parity, TimeToTarget, Window
 from parabench.registry import methods, workloads
 from parabench.sweep.report import format_table, summarize
 
@@ -232,7 +232,7 @@ def src_extra_reads(src: Path = SRC) -> list[str]:
 
 
 def test_nothing_in_src_reads_extra_or_notes_to_decide() -> None:
-    assert src_extra_reads() == [], "declare the fact in parabench.case.records instead"
+    assert src_extra_reads() == [], "declare the fact in parabench.core.records instead"
 
 
 def test_the_extra_guard_fires_on_a_planted_read(tmp_path: Path) -> None:

@@ -106,9 +106,9 @@ SUBPROCESS = {"parabench.forest.tf_kernel", "parabench.tf.models", "parabench.tf
 
 #: examples that start processes or train (marked slow)
 SLOW = {
-    "parabench.case.energy", "parabench.case.launcher", "parabench.case.target",
+    "parabench.case.energy", "parabench.core.launcher", "parabench.case.target",
     "parabench.forest.tf_kernel", "parabench.tf.models", "parabench.case.execute",
-    "parabench.case.isolate", "parabench.case.lifecycle", "parabench.case.pool",
+    "parabench.case.isolate", "parabench.case.lifecycle", "parabench.core.pool",
     "parabench.method", "parabench.sweep.run", "parabench.sweep.rerun",
     "parabench.torch.parallelize", "parabench.case",
     "parabench.engines", "parabench.tf.program", "parabench.torch.pipeline",
@@ -133,7 +133,7 @@ _WORKLOADS = "from parabench.registry import methods, workloads\n"
 #: per example: lines run before it, making the names it takes as given
 SETUP: dict[str, str] = {
     "parabench.case.bootstrap": "from statistics import median\nrates = [10.0, 11.0, 9.5, 10.2]",
-    "parabench.case.records": "window = Window(unit='steps', steps=5, warmup=1)",
+    "parabench.core.records": "window = Window(unit='steps', steps=5, warmup=1)",
     "parabench.identity": "result = results[0]\nother = CaseId.recorded(results[1]).group",
     "parabench.torch.options": "from parabench.method import Method\n"
                                "from parabench.config import OptionSpec",
@@ -147,7 +147,7 @@ SETUP: dict[str, str] = {
                                 "base = throughput_samples(earlier_serial_results)\n"
                                 "results = ddp",
     "parabench.analysis.target_parity": (
-        "import dataclasses\nfrom parabench.case.records import TimeToTarget\n"
+        "import dataclasses\nfrom parabench.core.records import TimeToTarget\n"
         "ttt = TimeToTarget(target=0.98, reached=True, samples_to_target=1408, "
         "converged_epochs=8, converged_quality=0.99)\n"
         "result = dataclasses.replace(result, method='fedavg', profile='tiny', "
@@ -157,7 +157,7 @@ SETUP: dict[str, str] = {
                                       "result = repeats[0]",
     "parabench.analysis.to_target": (
         "import dataclasses\n"
-        "from parabench.case.records import TimeToTarget\n"
+        "from parabench.core.records import TimeToTarget\n"
         "results = [dataclasses.replace(r, time_to_target=TimeToTarget(\n"
         "    reached=True, samples_to_target=1408, startup_s=2.0, epochs_run=3))\n"
         "    for r in results]"),
@@ -172,7 +172,7 @@ SETUP: dict[str, str] = {
                        "model, model_file = 'Linear(3, 2)', __import__('parabench').__file__\n"
                        "count = lambda: {'flops': 12}\n"
                        "Ellipsis = model_file",
-    "parabench.case.clock": "work = lambda: sum(range(1000))\n"
+    "parabench.core.clock": "work = lambda: sum(range(1000))\n"
                             "ctx = type('Ctx', (), {'synchronize': staticmethod(lambda: None),"
                             " 'barrier': staticmethod(lambda: None)})",
     "parabench.case.energy": _WORKLOADS + (
@@ -181,7 +181,7 @@ SETUP: dict[str, str] = {
         "session = methods.get('serial').session(workloads.get('mlp'), config)\n"
         "session.start()\n__teardown__ = session.close\n"
         "epoch, samples_per_epoch = 0, 1024\n"),
-    "parabench.case.launcher": _WORKLOADS,
+    "parabench.core.launcher": _WORKLOADS,
     "parabench.case.parts": _WORKLOADS + (
         "session = methods.get('serial').session(workloads.get('mlp'), config)\n"
         "session.start()\n__teardown__ = session.close\n"
@@ -302,7 +302,7 @@ SETUP: dict[str, str] = {
         "import numpy as np\nworkload = workloads.get('cnn')\n"
         "x_numpy = np.zeros((4, 1, 28, 28), dtype=np.float32)"),
     "parabench.torch.loop": (
-        "import torch\nfrom parabench.case.clock import Clock\n"
+        "import torch\nfrom parabench.core.clock import Clock\n"
         "model = torch.nn.Linear(4, 3); optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "loss_fn = torch.nn.CrossEntropyLoss(); dev = torch.device('cpu')\n"
         "x = torch.randn(256, 4); y = torch.randint(0, 3, (256,)); x_test = x[:32]\n"
@@ -328,7 +328,7 @@ SETUP: dict[str, str] = {
         "device = torch.device('cpu')\n"
         "from torch.distributed.device_mesh import init_device_mesh\n"
         "mesh = init_device_mesh('cpu', (1, 1), mesh_dim_names=('dp', 'tp'))"),
-    "parabench.case.pool": (
+    "parabench.core.pool": (
         "(tmp / 'echo_program.py').write_text(__example__.split('# the parent')[0])"),
     "parabench.workloads.datasets.vision": (
         "from datafiles import write_cifar10, write_image_folder, write_mnist\n"

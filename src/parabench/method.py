@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from parabench import hardware
-from parabench.case.clock import Clock
-from parabench.case.launcher import POOL, Launcher
-from parabench.case.records import Facts, Grading
 from parabench.config import OptionSpec, RunConfig, available_cores
+from parabench.core.clock import Clock
+from parabench.core.launcher import POOL, Launcher
+from parabench.core.records import Facts, Grading
 from parabench.registry import declared_option
 from parabench.workload import Workload
 
@@ -116,10 +116,10 @@ class Session(ABC):
         #: exact parity's evidence, when the session records it: the first steps' losses and
         #: a weight digest after them (format: :mod:`parabench.analysis.trajectory`)
         self.trace: dict[str, Any] | None = None
-        #: the harness's clock (:mod:`parabench.case.clock`): the lifecycle replaces it before
+        #: the harness's clock (:mod:`parabench.core.clock`): the lifecycle replaces it before
         #: ``start``; a session times its work with ``self.clock.time`` and reads no timer itself
         self.clock = Clock()
-        #: where rank processes come from (:mod:`parabench.case.launcher`), set by the
+        #: where rank processes come from (:mod:`parabench.core.launcher`), set by the
         #: lifecycle with the clock; only multi-process sessions ask it for their group
         self.launcher: Launcher = POOL
 

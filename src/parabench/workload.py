@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from parabench.config import OptionSpec
+from parabench.dataset import Dataset
 
 if TYPE_CHECKING:
     import torch
@@ -66,27 +67,6 @@ class Quality:
     #: where a ``--target-quality`` Q can lie, ``low < Q <= high``: (0, 1) for an accuracy,
     #: (0, inf) for an error such as MSE; None: undeclared (a plugin's metric), not checked
     bounds: tuple[float, float] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Dataset:
-    """A seeded train / held-out split. The held-out part is never trained on."""
-
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    n_classes: int | None = None
-    #: the profile the data was made for, where the model is sized by it too (vgg11 and
-    #: densenet121 are narrower at tiny); None: the model depends on the data alone
-    profile: str | None = None
-    #: where the arrays came from, for the case's notes: ``data_source`` (built, sweep cache,
-    #: data dir) and ``data_s``, the seconds it took (:mod:`parabench.workloads.datacache`)
-    origin: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def n_train(self) -> int:
-        return len(self.x_train)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from parabench.case.tempdirs import SWEEP_DIR_ENV, runner_tempdir
+from parabench.core.tempdirs import SWEEP_DIR_ENV, runner_tempdir
 from parabench.sweep.bench import kept_cases
 from parabench.sweep.plan import SELECT_ENV, BenchCase
 
@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def sweep_folder(request: pytest.FixtureRequest) -> Iterator[None]:
     """Measuring, the session's cases share one sweep folder, as a ``parabench run``'s do
-    (:func:`parabench.case.tempdirs.sweep_dir`): data made once, not once a case (vgg11's
+    (:func:`parabench.core.tempdirs.sweep_dir`): data made once, not once a case (vgg11's
     224-px images take tens of seconds), and the matmul peak an MFU is against. Gone after."""
     if (getattr(request.config.option, "benchmark_disable", False)
             or os.environ.get(SWEEP_DIR_ENV)):

@@ -34,9 +34,9 @@ from typing import Any
 
 import pytest
 
-from parabench.case.pool import WorkerPool
-from parabench.case.rank import RankContext
 from parabench.config import RunConfig
+from parabench.core.pool import WorkerPool
+from parabench.core.rank import RankContext
 from parabench.registry import methods, workloads
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]

@@ -56,7 +56,7 @@ Parity fails when the method is worse than serial by more than the tolerance:
 * A method may grade a workload otherwise than its declared kind, by its
   ``Method.grading(workload, config)`` hook (e.g. ``"statistical"`` for a BatchNorm model
   under data parallelism, whose per-rank batch statistics are not serial's); the result
-  records that :class:`~parabench.case.records.Grading` and the parity carries its reason as
+  records that :class:`~parabench.core.records.Grading` and the parity carries its reason as
   ``kind_reason``.
 * fedavg is compared at equal work: one fedavg epoch is ``clients / local_epochs`` rounds, so
   every client processes serial's samples per epoch (:mod:`parabench.methods.fedavg`); the
@@ -92,8 +92,8 @@ from parabench.analysis.trajectory import (
     epoch_loss_rel_max,
     eval_tolerance,
 )
-from parabench.case.records import Parity
 from parabench.case.result import Result
+from parabench.core.records import Parity
 from parabench.identity import CaseId
 from parabench.identity import work_options as identity_work_options
 from parabench.registry import methods

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from parabench.case.records import Parity
+from parabench.core.records import Parity
 
 __all__ = ["blind_text", "parity_cell", "parity_text", "severity"]
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from parabench.case.records import Trace
+from parabench.core.records import Trace
 from parabench.method import TRACE_STEPS  # the format's step count, re-exported
 
 #: Drift of the trace figures, measured with ``python scripts/weight_drift.py --trace mlp cnn
@@ -254,7 +254,7 @@ def compare_traces(trace: Trace | dict[str, Any], reference: Trace | dict[str, A
                    run_steps: int | None = None, horizon: int | None = None,
                    device: str = "cpu") -> dict[str, Any]:
     """Exact parity's figures and verdict for ``trace`` against the baseline's ``reference``
-    (:class:`~parabench.case.records.Trace`, or its dict as a session records it).
+    (:class:`~parabench.core.records.Trace`, or its dict as a session records it).
 
     ``differs`` names what differed when the verdict fails ("digest coverage", "steps",
     "first steps", "final weights"); the final weights (the evaluated ones) are compared

@@ -33,13 +33,13 @@ from typing import Any
 
 from parabench.case.bootstrap import median_ci
 from parabench.case.energy import EnergyMeter, open_meter
-from parabench.case.launcher import POOL, Launcher
 from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
 from parabench.case.measure import self_max_rss_mb
-from parabench.case.records import Energy, Facts, Machine, TimeToTarget, Trace, Window
 from parabench.case.result import QualityValue, Result
 from parabench.case.target import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
+from parabench.core.launcher import POOL, Launcher
+from parabench.core.records import Energy, Facts, Machine, TimeToTarget, Trace, Window
 from parabench.method import EpochStats, Session
 from parabench.registry import methods, workloads
 from parabench.workloads.version import workload_version

@@ -35,15 +35,15 @@ from typing import Any
 
 import psutil
 
-from parabench.case.clock import Stopwatch
 from parabench.case.execute import skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.measure import TreeSampler
-from parabench.case.records import Machine
 from parabench.case.result import Result
 from parabench.case.target import salvage
-from parabench.case.tempdirs import SWEEP_DIR_ENV, sweep_dir
 from parabench.config import RunConfig
+from parabench.core.clock import Stopwatch
+from parabench.core.records import Machine
+from parabench.core.tempdirs import SWEEP_DIR_ENV, sweep_dir
 from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
 
 _EPOCH_LINE = re.compile(r"^epoch (\d+)/\d+ ([0-9.]+)s loss ([-0-9.eE+naninf]+)$")

@@ -30,7 +30,7 @@ confidence interval (:func:`parabench.case.bootstrap.median_ci`). The windows tr
 quality was taken, on :func:`~parabench.torch.loop.window_order` (the same samples for every
 method), so they change neither the learning curve nor parity.
 
-:class:`CaseLifecycle` makes the case's :class:`~parabench.case.clock.Clock` and sets
+:class:`CaseLifecycle` makes the case's :class:`~parabench.core.clock.Clock` and sets
 ``session.clock`` (and ``session.launcher``) before ``start``: the session times its work
 region with it and reads no timer itself. On CUDA the clock synchronises the device: through
 the session's ``synchronize()`` where it has one, else the current CUDA device of this
@@ -53,13 +53,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from parabench.case.bootstrap import ci_half_pct, median_ci
-from parabench.case.clock import Clock, Stopwatch
 from parabench.case.energy import EnergyMeter
-from parabench.case.launcher import POOL, Launcher, launching
 from parabench.case.measure import CpuRate, tree_cpu_seconds
 from parabench.case.parts import Between, checked_samples, train_epoch
 from parabench.case.target import TargetTracker
 from parabench.config import RunConfig
+from parabench.core.clock import Clock, Stopwatch
+from parabench.core.launcher import POOL, Launcher, launching
 from parabench.method import EpochStats, Method, Session
 from parabench.workload import Workload
 

@@ -14,7 +14,7 @@ Usage::
 "parabench default"), ``threads`` (the case's OMP/MKL/OpenBLAS/NumExpr variables),
 ``torch_intra_op_threads`` (per rank, where the ranks reported it), ``rank_cores`` (the cores
 each pooled rank may run on: its own block when pinned, see
-:func:`parabench.case.rank.rank_cores`; None where no pool reported them), ``cores``,
+:func:`parabench.core.rank.rank_cores`; None where no pool reported them), ``cores``,
 ``cores_in_use`` (workers x threads per worker), ``oversubscribed``, ``load_1m_before`` /
 ``load_1m_after``, ``case_cpu_s``, ``runner_cpu_s``, ``other_cores`` and ``other_cpu_share``
 (CPU used by every other process during the case, in cores and as a share of the cores),
@@ -50,8 +50,8 @@ from typing import Any
 
 import psutil
 
-from parabench.case.clock import Stopwatch
 from parabench.config import available_cores
+from parabench.core.clock import Stopwatch
 from parabench.envinfo import THREAD_VARS
 
 #: another process may use this much of one core beyond the spare cores before the machine

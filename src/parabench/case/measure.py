@@ -51,7 +51,7 @@ from typing import Any
 
 import psutil
 
-from parabench.case.clock import Stopwatch
+from parabench.core.clock import Stopwatch
 
 
 def tree(pid: int) -> list[psutil.Process]:

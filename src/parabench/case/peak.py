@@ -26,7 +26,7 @@ Dividing a bf16 row by the fp32 peak would read over 100 %; dividing an fp32 row
 peak would hide a fast fp32 run: each row is held to the peak of its own arithmetic.
 
 **Once per sweep**: the cases of one ``parabench run`` share the sweep's folder
-(:func:`parabench.case.tempdirs.sweep_dir`); the first case that needs a (device, arithmetic,
+(:func:`parabench.core.tempdirs.sweep_dir`); the first case that needs a (device, arithmetic,
 threads) peak measures it and writes it there, the others read it (``source`` says which).
 Outside a sweep each case measures its own.
 """
@@ -37,10 +37,10 @@ import json
 import os
 from typing import Any
 
-from parabench.case.clock import Clock
-from parabench.case.records import Peak
-from parabench.case.tempdirs import sweep_dir
 from parabench.config import RunConfig, available_cores
+from parabench.core.clock import Clock
+from parabench.core.records import Peak
+from parabench.core.tempdirs import sweep_dir
 from parabench.envinfo import cpu_model
 from parabench.registry import workloads
 

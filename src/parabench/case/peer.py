@@ -22,7 +22,7 @@ losses stay on the device until the window's clock has stopped. ``channels_last`
 model and the training tensor in ``torch.channels_last`` once (an index-select keeps the
 format, so each batch is NHWC with no copy); ``compile`` is ``model.compile(dynamic=False)``,
 compiled in the warm-up. A window is ``sync; t0; steps; sync; t1``, read through the case's
-:class:`~parabench.case.clock.Clock` only because the tree lets nothing else read a timer
+:class:`~parabench.core.clock.Clock` only because the tree lets nothing else read a timer
 (``tests/test_layout.py``): the same two clock reads a hand loop makes.
 
 Its sample stream is permutation ``k`` of the training set seeded as parabench's epoch ``k``
@@ -50,8 +50,8 @@ from typing import Any
 import torch
 
 from parabench.case.bootstrap import median_ci
-from parabench.case.clock import Clock
 from parabench.config import DEVICES, PROFILES, RunConfig, available_cores
+from parabench.core.clock import Clock
 from parabench.workload import Dataset
 
 #: autocast dtypes by precision name (None: no autocast)

@@ -8,7 +8,7 @@ Usage::
 
 Everything downstream (summary table, pytest-benchmark extra_info, asv tracks) reads these.
 
-Each part a layer writes is a typed record (:mod:`parabench.case.records`): ``window``,
+Each part a layer writes is a typed record (:mod:`parabench.core.records`): ``window``,
 ``time_to_target``, ``energy``, ``parity``, ``trace``, ``machine``, ``grading`` (how the method
 grades this workload) and ``facts`` (what analysis and the runner read: predictions digest,
 configuration error, per-rank figures). ``extra`` is free-form notes, shown and never decided
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parabench.case.records import (
+from parabench.core.records import (
     Energy,
     Facts,
     Grading,

@@ -53,10 +53,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from parabench.case.clock import Stopwatch
 from parabench.case.measure import tree_cpu_seconds
-from parabench.case.records import TimeToTarget
 from parabench.config import ConfigError, RunConfig
+from parabench.core.clock import Stopwatch
+from parabench.core.records import TimeToTarget
 from parabench.method import EpochStats, Session
 from parabench.stopping import Epochs, StoppingRule, ToTarget
 from parabench.workload import Workload

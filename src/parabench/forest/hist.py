@@ -31,8 +31,8 @@ import functools
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from parabench.case.clock import Spans
 from parabench.config import RunConfig
+from parabench.core.clock import Spans
 from parabench.forest.grow import ForestParams, Prepared, grow_trees
 from parabench.forest.kernel import Kernel
 from parabench.forest.trees import Forest

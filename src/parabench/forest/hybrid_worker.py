@@ -17,7 +17,7 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from parabench.case.clock import Clock
+from parabench.core.clock import Clock
 from parabench.forest.grow import ForestParams, Prepared
 from parabench.forest.hist import warm_up_prepared
 from parabench.forest.kernel import Kernel

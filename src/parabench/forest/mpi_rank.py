@@ -147,8 +147,8 @@ class Rank:
     """One rank's state: the data, its slice of the trees, the communicator."""
 
     def __init__(self, comm: Any, config_json: str) -> None:
-        from parabench.case.clock import Clock
         from parabench.config import RunConfig
+        from parabench.core.clock import Clock
         from parabench.forest.split import slices
         from parabench.registry import workloads
 

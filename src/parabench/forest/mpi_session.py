@@ -40,8 +40,8 @@ from typing import Any, ClassVar
 import psutil
 
 from parabench import hardware
-from parabench.case.clock import Stopwatch
 from parabench.config import RunConfig
+from parabench.core.clock import Stopwatch
 from parabench.envinfo import THREAD_VARS
 from parabench.forest.mpi_rank import KEY_ENV, Channel, ChannelRefused, new_key
 from parabench.forest.session import ForestSession

@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from parabench.case.clock import Stopwatch
 from parabench.config import RunConfig
+from parabench.core.clock import Stopwatch
 from parabench.method import EpochStats, Method, Session
 from parabench.workload import Dataset, EstimatorWorkload, Workload
 

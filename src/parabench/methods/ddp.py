@@ -11,7 +11,7 @@ rank over serial's seeded sample order, sharded ``order[rank::workers]``, so the
 :mod:`parabench.torch.data_parallel`. Graded statistical instead, with the reason, where a
 split batch changes the mathematics (a workload declaring ``batchnorm`` or a token-mean loss:
 ``DataParallelMethod.grading``). Ranks live in a persistent
-:class:`~parabench.case.pool.WorkerPool`: spawn and rendezvous are ``startup_s``.
+:class:`~parabench.core.pool.WorkerPool`: spawn and rendezvous are ``startup_s``.
 
 Components: ``data``, ``forward``, ``backward``, ``optimizer``, ``other`` from the shared
 :class:`~parabench.torch.loop.TorchLoop`, plus ``communication``: the time at least one

@@ -12,7 +12,7 @@ samples (equal work per learner; E must divide the clients). ``epoch_s`` is the 
 slowest rank between barriers, ``samples`` counts all samples the clients processed (K x the
 training set), ``facts.samples_per_client`` each client's, the loss is the sample-weighted
 mean of the clients' losses. Worker processes are ranks of a persistent
-:class:`~parabench.case.pool.WorkerPool` (gloo on CPU, NCCL with one GPU per rank on
+:class:`~parabench.core.pool.WorkerPool` (gloo on CPU, NCCL with one GPU per rank on
 CUDA); each hosts ``clients / workers`` clients, trained one after another, and the average is
 one all-reduce of the sample-weighted parameters and buffers. Splits (IID, Dirichlet 0.5
 non-IID), the per-client batch, optimizer state, buffers and the time components

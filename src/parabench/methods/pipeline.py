@@ -7,7 +7,7 @@ Usage::
     parabench run --workload cnn --method pipeline --workers 2 --device cuda    # one GPU each
 
 One rank process per stage (``workers`` = stages; the ``stages`` option, if given, must say
-the same), kept in a persistent :class:`~parabench.case.pool.WorkerPool`: spawn and
+the same), kept in a persistent :class:`~parabench.core.pool.WorkerPool`: spawn and
 rendezvous are ``startup_s``. The workload's ``sequential()`` view is cut into FLOP-balanced
 contiguous stages, each a manual ``PipelineStage``, driven by ``ScheduleGPipe`` (``gpipe``,
 default) or ``Schedule1F1B`` (``1f1b``) over ``microbatches`` (default 4) equal micro-batches

@@ -14,7 +14,7 @@ Usage::
 * ``tf_mirrored`` - ``MirroredStrategy`` over ``workers`` GPUs in one process (needs >= 2 GPUs;
   CPU runs only in the tests, over logical CPU devices).
 
-Workers are :class:`~parabench.case.pool.WorkerPool` ranks with ``backend="none"``
+Workers are :class:`~parabench.core.pool.WorkerPool` ranks with ``backend="none"``
 (no torch process group): the pool's pipes, death detection (a killed worker fails the case
 with "rank N died (exit -9, SIGKILL)" and the others are killed), parent-death kill and
 clean-up are the torch methods'. Start-up (spawn, TF import, data, gRPC servers, strategy,

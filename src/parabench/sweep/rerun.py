@@ -64,8 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from parabench.case.result import Result, read_results
-from parabench.case.tempdirs import stale_dirs
 from parabench.config import ConfigError
+from parabench.core.tempdirs import stale_dirs
 
 SIDES = ("base", "new")
 ORDERS = ("abba", "abab")

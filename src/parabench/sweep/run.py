@@ -34,7 +34,7 @@ from parabench.analysis.ratios import is_baseline, ratios
 from parabench.case.execute import skipped
 from parabench.case.isolate import run_isolated
 from parabench.case.result import Result, append_result, read_results
-from parabench.case.tempdirs import runner_tempdir
+from parabench.core.tempdirs import runner_tempdir
 from parabench.registry import workloads
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress

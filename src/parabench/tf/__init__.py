@@ -8,7 +8,7 @@ Usage::
 * :mod:`parabench.tf.models` - Keras models with the torch workloads' layer shapes, by name.
 * :mod:`parabench.tf.program` - :class:`~parabench.tf.program.TFProgram`, the custom training
   loop every ``tf_*`` method runs in its worker processes (a rank program of
-  :class:`~parabench.case.pool.WorkerPool` with ``backend="none"``).
+  :class:`~parabench.core.pool.WorkerPool` with ``backend="none"``).
 
 The session and method base are in :mod:`parabench.tf.session`; the methods are declared in
 :mod:`parabench.methods.tf_data_parallel`. Nothing here imports

@@ -2,7 +2,7 @@
 
 Usage (what :mod:`parabench.methods.tf_data_parallel` runs in each pool worker)::
 
-    from parabench.case.pool import WorkerPool
+    from parabench.core.pool import WorkerPool
     from parabench.config import RunConfig
 
     cfg = RunConfig(workload="mlp", method="tf_serial", profile="tiny", epochs=1)
@@ -39,9 +39,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from parabench.case.clock import Clock
-from parabench.case.rank import RankContext
 from parabench.config import RunConfig
+from parabench.core.clock import Clock
+from parabench.core.rank import RankContext
 from parabench.method import EpochStats
 
 STRATEGIES = ("default", "multiworker", "mirrored")

@@ -10,7 +10,7 @@ Usage (a TF method is a strategy name and a declaration; see ``methods/tf_data_p
         name = "my_tf_mirrored"            # as methods/tf_data_parallel.py's tf_mirrored
         session_class = TFMirroredSession
 
-Workers are :class:`~parabench.case.pool.WorkerPool` ranks with ``backend="none"`` (no torch
+Workers are :class:`~parabench.core.pool.WorkerPool` ranks with ``backend="none"`` (no torch
 process group), each running :class:`parabench.tf.program.TFProgram` with its own
 ``TF_CONFIG``; ports are reserved here first (:func:`reserve_ports`, see the methods' module
 for why).
@@ -70,7 +70,7 @@ class TFSession(DistributedTorchSession):
         return {**super().program_args(), "strategy": self.strategy}
 
     def make_pool(self) -> Any:
-        from parabench.case.pool import NO_GROUP, WorkerPool
+        from parabench.core.pool import NO_GROUP, WorkerPool
 
         n = self.processes()
         env = None

@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 import torch
 
-from parabench.case.clock import Stopwatch
+from parabench.core.clock import Stopwatch
 from parabench.torch.loop import PRECISIONS
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

@@ -35,8 +35,8 @@ from typing import Any
 import torch
 
 from parabench.cache import cached_json
-from parabench.case.clock import Clock
 from parabench.config import RunConfig
+from parabench.core.clock import Clock
 from parabench.torch.autobatch import activation_bytes_per_sample as activation_bytes_per_sample
 from parabench.torch.autobatch import auto_batch
 from parabench.torch.autobatch import auto_batch_size as auto_batch_size
@@ -309,7 +309,7 @@ class TorchCase:
         loop = make_loop(self.workload, self.config, model, self.data, batch_size,
                          self.devices[0], optimizer, clock)
         if self.config.option("compile"):  # compile now, in start-up: not in a timed step
-            from parabench.case.clock import Stopwatch
+            from parabench.core.clock import Stopwatch
             from parabench.torch.knobs import graphs_compiled, warm_up_compiled
 
             watch = Stopwatch()

@@ -43,10 +43,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parabench import hardware
-from parabench.case.launcher import active_launcher
-from parabench.case.rank import RankContext
-from parabench.case.records import Grading
 from parabench.config import OptionSpec, RunConfig
+from parabench.core.launcher import active_launcher
+from parabench.core.rank import RankContext
+from parabench.core.records import Grading
 from parabench.method import EpochStats, Method, Session
 from parabench.torch.options import TORCH_OPTIONS
 from parabench.torch.split_batch import (  # noqa: F401 - their home before; still imported from here

@@ -64,8 +64,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from parabench.case.rank import RankContext
 from parabench.config import OptionSpec, RunConfig
+from parabench.core.rank import RankContext
 from parabench.method import EpochStats
 from parabench.workload import TorchWorkload
 
@@ -213,7 +213,7 @@ class FedAvgProgram:
 
     def _round(self, round_: int) -> tuple[list[EpochStats], dict[str, float]]:
         """Train this rank's clients, then average: (their passes, communication / idle s)."""
-        from parabench.case.clock import Spans
+        from parabench.core.clock import Spans
         from parabench.torch.loop import synchronize
 
         spans = Spans(cuda=False)  # host clock: the exchange ends in a synchronise

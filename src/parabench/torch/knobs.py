@@ -203,7 +203,7 @@ def apply_stage_knobs(parts: list[nn.Module], stage: int, config: RunConfig,
                       loss_fn: Any | None, autocast: Any) -> dict[str, Any]:
     """:func:`apply_knobs` on pipeline stage ``parts[stage]`` (on its device), and compiled,
     :func:`warm_up_stage` on micro-batch ``x``, ``y``: notes for the result."""
-    from parabench.case.clock import Stopwatch
+    from parabench.core.clock import Stopwatch
 
     notes = apply_knobs([parts[stage]], config)
     if config.option("compile"):

@@ -10,7 +10,7 @@ Usage::
 Every rank builds the same :class:`~parabench.config.RunConfig` (``workers`` = ``WORLD_SIZE``)
 and runs :func:`parabench.case.execute.execute` on it - the one case lifecycle - so the method's
 own session, rank program, timing (the slowest rank's epoch between barriers) and evaluation
-are exactly what the single-machine :class:`~parabench.case.pool.WorkerPool` runs; only the
+are exactly what the single-machine :class:`~parabench.core.pool.WorkerPool` runs; only the
 launcher differs: :class:`TorchrunLauncher` gives the session a :class:`TorchrunGroup` (this
 process is the rank; ``call`` runs the program method here and all-gathers the replies).
 Rank 0 appends ONE result to ``--out``.
@@ -51,14 +51,14 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.case.clock import Stopwatch
-from parabench.case.launcher import Launcher
-from parabench.case.pool import WorkerError, resolve_program
-from parabench.case.rank import RankContext, default_backend, init_group, set_threads
+from parabench.core.clock import Stopwatch
+from parabench.core.launcher import Launcher
+from parabench.core.pool import WorkerError, resolve_program
+from parabench.core.rank import RankContext, default_backend, init_group, set_threads
 
 if TYPE_CHECKING:
-    from parabench.case.records import Facts
     from parabench.config import RunConfig
+    from parabench.core.records import Facts
 
 
 class TorchrunGroup:
@@ -212,7 +212,7 @@ def config_from(args: argparse.Namespace, threads: int) -> RunConfig:
 def summed_pss(facts: Facts | dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
     """The ranks' PSS peaks summed, and the source (every rank's, or RSS where PSS was not)."""
     from parabench.case.measure import pss_source
-    from parabench.case.records import Facts
+    from parabench.core.records import Facts
 
     facts = Facts.from_dict(facts) or Facts()
     pss, rss = facts.rank_peak_pss_mb or [], facts.rank_max_rss_mb or []

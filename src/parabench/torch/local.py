@@ -13,7 +13,7 @@ Both are :class:`LocalTorchSession`: the case comes from
 :class:`~parabench.torch.loop.TorchLoop`. Model parallelism is a placement applied from outside
 the model (:func:`parabench.torch.parallelize.place_stages`).
 
-Timing: the lifecycle's :class:`~parabench.case.clock.Clock` (``session.clock``) synchronises
+Timing: the lifecycle's :class:`~parabench.core.clock.Clock` (``session.clock``) synchronises
 through :meth:`LocalTorchSession.synchronize`, i.e. every device of the case (model parallel:
 every stage's, not only the first). ``serial`` hands that clock to its loop; ``model_parallel``
 times its loop call with it. The sessions read no timer themselves.
@@ -31,7 +31,7 @@ from parabench.workload import TorchWorkload
 if TYPE_CHECKING:
     import torch
 
-    from parabench.case.clock import Clock
+    from parabench.core.clock import Clock
     from parabench.torch.build import TorchCase, TorchData
 
 class LocalTorchSession(Session):

@@ -14,7 +14,7 @@ Usage::
 The timed region holds exactly what a hand-written loop would: produce the epoch's sample
 order, fetch each batch, forward, backward, step. Per-step losses stay on the device and are
 read once the clock has stopped, so CUDA is not forced to synchronise at every step. The epoch
-is timed by the loop's :class:`~parabench.case.clock.Clock` (``sync; t0; epoch; sync; t1``); the
+is timed by the loop's :class:`~parabench.core.clock.Clock` (``sync; t0; epoch; sync; t1``); the
 loop reads no timer of its own.
 
 Batches come one of two ways. With ``num_workers == 0`` and no ``pin_memory`` the tensors
@@ -25,7 +25,7 @@ across epochs, and batches are copied to the device (``non_blocking`` when pinne
 
 Time components (``EpochStats.components``, seconds per epoch): ``data`` (fetching the batch
 and moving it to the device), ``forward`` (model and loss), ``backward``, ``optimizer``
-(zero_grad + step). On CPU these are host clock reads (a :class:`parabench.case.clock.Stopwatch`) at
+(zero_grad + step). On CPU these are host clock reads (a :class:`parabench.core.clock.Stopwatch`) at
 the step's boundaries (about 60 ns each, four per step: far below 1 % of any step here). On
 CUDA they are CUDA events recorded on the stream at the same boundaries, read after the
 epoch's final synchronise, so no extra synchronisation enters the timed loop; ``data`` on
@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from parabench.case.clock import Clock, Stopwatch
+from parabench.core.clock import Clock, Stopwatch
 from parabench.method import TRACE_STEPS, EpochStats
 from parabench.torch.digest import digest_coverage, model_size, weight_digest  # noqa: F401
 

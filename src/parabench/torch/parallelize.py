@@ -19,7 +19,7 @@ all-reduce was in flight (the union over a step's buckets, so concurrent buckets
 double counted), from the hook launching it to its future completing. DDP launches a bucket as
 soon as its gradients are ready, so most of it **overlaps backward**: the exposed part is at
 most this and lies inside ``backward``. On CPU the interval ends are host clock reads (a
-:class:`parabench.case.clock.Stopwatch`; the end is read in the future's callback, on gloo's
+:class:`parabench.core.clock.Stopwatch`; the end is read in the future's callback, on gloo's
 thread); on CUDA they are CUDA events on the stream, read after the epoch's final synchronise.
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from parabench.case.clock import Stopwatch
+from parabench.core.clock import Stopwatch
 from parabench.torch.stages import cut as cut_stages
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Usage (a pool of stages x replicas ranks; the methods' sessions do this)::
 
-    from parabench.case.pool import WorkerPool
+    from parabench.core.pool import WorkerPool
     args = {"workload": "mlp", "config": config.to_dict(), "stages": 2}   # 2 x 1 replica
     with WorkerPool(2, "parabench.torch.pipeline:PipelineProgram", args) as pool:
         pool.call("train_epoch", epoch=0)     # one EpochStats per rank
@@ -26,7 +26,7 @@ Semantics, so that the update is serial's on the whole global batch ``B``:
   micro-batch count ``<= microbatches`` that divides it (``gpipe`` if 1F1B's ``m >= stages``
   cannot hold there); stages are built per micro-batch shape because receive buffers are.
 
-Timing per rank (:class:`parabench.case.clock.Spans`: host clock on CPU, CUDA events read
+Timing per rank (:class:`parabench.core.clock.Spans`: host clock on CPU, CUDA events read
 after the epoch's synchronise): ``data`` (index this step's samples and split them),
 ``forward`` (the stage's ``forward_one_chunk`` calls and, on the last stage, the loss), ``backward``
 (``backward_one_chunk``), ``optimizer`` (step + zero_grad), ``communication`` (the gradient
@@ -50,9 +50,9 @@ import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from parabench.case.clock import Clock, Spans
-from parabench.case.rank import RankContext
 from parabench.config import RunConfig
+from parabench.core.clock import Clock, Spans
+from parabench.core.rank import RankContext
 from parabench.method import EpochStats
 from parabench.torch.knobs import apply_stage_knobs
 from parabench.torch.stages import (

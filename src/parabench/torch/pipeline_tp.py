@@ -2,7 +2,7 @@
 
 Usage (a pool of pp x dp x tp ranks; the method's session does this)::
 
-    from parabench.case.pool import WorkerPool
+    from parabench.core.pool import WorkerPool
 
     args = {"workload": "gpt", "config": config.to_dict(), "stages": 2,
             "degrees": {"pp": 2, "dp": 1, "tp": 2}}
@@ -28,8 +28,8 @@ import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.case.rank import RankContext
 from parabench.config import RunConfig
+from parabench.core.rank import RankContext
 from parabench.torch.degrees import ParallelDegrees
 from parabench.torch.pipeline import PipelineProgram
 from parabench.torch.staged import PipelineSession

@@ -34,8 +34,8 @@ implements it for data-parallel methods:
   asked once, after the first epoch; the session merges the pieces into ``session.trace``
   (:func:`merge_trace`). A program without ``trace`` (fedavg, TensorFlow) records none.
 
-The ranks' group comes from ``self.launcher`` (:mod:`parabench.case.launcher`), which the
-lifecycle sets: a :class:`~parabench.case.pool.WorkerPool` by default; under ``torchrun``
+The ranks' group comes from ``self.launcher`` (:mod:`parabench.core.launcher`), which the
+lifecycle sets: a :class:`~parabench.core.pool.WorkerPool` by default; under ``torchrun``
 (``python -m parabench.torch.launch``) the same session runs on every rank with an
 in-process stand-in for the pool (:class:`parabench.torch.launch.TorchrunGroup`).
 """
@@ -46,8 +46,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from parabench.case.pool import resolve_program
 from parabench.config import RunConfig
+from parabench.core.pool import resolve_program
 from parabench.method import EpochStats, Session
 from parabench.workload import Workload
 

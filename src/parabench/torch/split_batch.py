@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from parabench.case.records import Grading
+from parabench.core.records import Grading
 from parabench.workload import Workload
 
 if TYPE_CHECKING:

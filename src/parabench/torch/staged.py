@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from parabench import hardware
-from parabench.case.records import Grading
 from parabench.config import OptionSpec, RunConfig
+from parabench.core.records import Grading
 from parabench.method import EpochStats, Method, Session
 from parabench.torch.options import KNOBS, STAGES, TORCH_OPTIONS
 from parabench.torch.pipeline import PipelineProgram

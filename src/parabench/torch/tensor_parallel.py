@@ -46,8 +46,8 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parabench.case.rank import RankContext
 from parabench.config import ConfigError, OptionSpec, RunConfig
+from parabench.core.rank import RankContext
 from parabench.method import Session
 from parabench.torch.data_parallel import DataParallelMethod, DataParallelProgram
 from parabench.torch.degrees import ParallelDegrees

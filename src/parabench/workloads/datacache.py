@@ -10,7 +10,7 @@ Usage::
     again.origin["data_source"]                              # 'sweep cache'
 
 :meth:`parabench.workload.Workload.dataset` does this for every case, in the folder the runner
-names (``$PARABENCH_SWEEP_DIR``, :func:`parabench.case.tempdirs.sweep_dir`). Every case runs in
+names (``$PARABENCH_SWEEP_DIR``, :func:`parabench.core.tempdirs.sweep_dir`). Every case runs in
 its own process, and every rank of a distributed one built its data again: at vgg11's full
 profile (224 px images) most of a case's start-up, where loading the built arrays takes a
 small fraction of it.
@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from parabench.cache import entry_name
-from parabench.case.clock import Stopwatch
-from parabench.workload import Dataset
+from parabench.core.clock import Stopwatch
+from parabench.dataset import Dataset
 from parabench.workloads.version import defining_modules, workload_version
 
 if TYPE_CHECKING:
@@ -62,9 +62,9 @@ _PLAIN = (type(None), bool, int, float, str)
 def case_dataset(workload: Workload, profile: str, seed: int, data_dir: str | None = None,
                  *, folder: Path | None = None) -> Dataset:
     """``workload.make_data(profile, seed, data_dir)``, through the sweep's folder (``folder``,
-    default :func:`~parabench.case.tempdirs.sweep_dir`) when the data is synthetic; its
+    default :func:`~parabench.core.tempdirs.sweep_dir`) when the data is synthetic; its
     ``origin`` says where it came from and the seconds it took."""
-    from parabench.case.tempdirs import sweep_dir
+    from parabench.core.tempdirs import sweep_dir
 
     watch = Stopwatch()
     if data_dir is not None:

@@ -53,8 +53,9 @@ if TYPE_CHECKING:
 
 #: hex digits of a version
 LENGTH = 12
-#: packages of parabench whose imports are followed: the workloads, and their base classes
-FOLLOWED = ("parabench.workloads", "parabench.workload")
+#: packages of parabench whose imports are followed: the workloads, their base classes and
+#: the data container they fill
+FOLLOWED = ("parabench.workloads", "parabench.workload", "parabench.dataset")
 #: modules of the workloads package that define no workload: the data cache keeps data
 #: between cases (how it is kept, not what it is), and this module
 MACHINERY = frozenset({"parabench.workloads.datacache", "parabench.workloads.version"})

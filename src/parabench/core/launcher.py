@@ -1,4 +1,4 @@
-"""Where a case's ranks come from: a :class:`~parabench.case.pool.WorkerPool` spawned here
+"""Where a case's ranks come from: a :class:`~parabench.core.pool.WorkerPool` spawned here
 (:data:`POOL`, the default) or the processes ``torchrun`` started
 (:class:`parabench.torch.launch.TorchrunLauncher`).
 
@@ -54,7 +54,7 @@ class PoolLauncher(Launcher):
     name: ClassVar[str] = "pool"
 
     def group(self, program: str | type, args: dict[str, Any], config: RunConfig) -> Any:
-        from parabench.case.pool import WorkerPool
+        from parabench.core.pool import WorkerPool
 
         return WorkerPool(
             config.workers, program, args, device=config.device, threads=config.threads,

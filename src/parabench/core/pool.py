@@ -3,7 +3,7 @@
 Usage::
 
     # echo_program.py: a rank program is any importable class (the ranks import its module)
-    from parabench.case.rank import RankContext
+    from parabench.core.rank import RankContext
 
     class Echo:
         def __init__(self, ctx: RankContext, scale: int) -> None:
@@ -11,7 +11,7 @@ Usage::
         def work(self, x: int) -> int:
             return x * self.scale + self.ctx.rank
 
-    from parabench.case.pool import WorkerPool   # the parent; program: a class or "module:Class"
+    from parabench.core.pool import WorkerPool   # the parent; program: a class or "module:Class"
     with WorkerPool(2, program="echo_program:Echo", args={"scale": 10}, threads=1) as pool:
         pool.startup_s              # spawn + rendezvous + construction, measured once
         pool.call("work", x=1)      # [10, 11]: every rank runs program.work(x=1); rank order
@@ -21,7 +21,7 @@ Usage::
 ``start()`` spawns ``world_size`` processes (spawn context, children of this process, so a
 runner's memory sampler and its process-group kill reach them) with the thread variables set
 to ``threads`` *before* they start, each bound to its own ``threads`` cores where they fit
-(:func:`~parabench.case.rank.rank_cores`; ``PARABENCH_PIN=off``: unbound), rendezvouses them
+(:func:`~parabench.core.rank.rank_cores`; ``PARABENCH_PIN=off``: unbound), rendezvouses them
 with ``init_process_group`` through a TCP store that this process hosts on 127.0.0.1 only
 (port picked by the OS: no race for a "free" port; gloo's own sockets go on the loopback
 interface too), binds ``cuda:<rank>`` on CUDA, and builds ``Class(ctx, **args)`` on every rank
@@ -64,8 +64,8 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from parabench.case.clock import Stopwatch
-from parabench.case.rank import (
+from parabench.core.clock import Stopwatch
+from parabench.core.rank import (
     RankContext,
     default_backend,
     die_with_parent,

@@ -1,7 +1,7 @@
 """What a rank program sees: its :class:`RankContext`, and the process-group set-up both
-launchers share (the :class:`~parabench.case.pool.WorkerPool` and ``torchrun``).
+launchers share (the :class:`~parabench.core.pool.WorkerPool` and ``torchrun``).
 
-Usage (inside a rank program; see :mod:`parabench.case.pool` for the pool side)::
+Usage (inside a rank program; see :mod:`parabench.core.pool` for the pool side)::
 
     class MyProgram:
         def __init__(self, ctx: RankContext, **args) -> None:
@@ -83,7 +83,7 @@ class RankContext:
         together, so the slowest rank's ``t1 - t0`` is the step's wall time; the second keeps
         a fast rank from starting the next timed region while others are still inside this one.
         """
-        from parabench.case.clock import Clock
+        from parabench.core.clock import Clock
 
         value, seconds = Clock(sync=self.synchronize, barrier=self.barrier).time(fn)
         return value, seconds
