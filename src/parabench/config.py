@@ -22,7 +22,7 @@ import os
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
-from parabench.identity import CaseId, labelled_options
+from parabench.identity import CaseId
 from parabench.registry import declared_option, option_specs
 from parabench.stopping import Epochs, ToTarget
 
@@ -241,11 +241,5 @@ class RunConfig:
         return spec.default if default is DECLARED else default
 
     def label(self) -> str:
-        bs = "default" if self.batch_size is None else self.batch_size
-        opts = "".join(f" {k}={v}" for k, v in labelled_options(self.options))
-        if self.target_quality is not None:
-            opts += f" target={self.target_quality:g}"
-        return (
-            f"{self.workload}/{self.method} {self.device} w={self.workers} "
-            f"t={self.threads} bs={bs}{opts} r{self.repeat}"
-        )
+        """This case's label (:meth:`parabench.identity.CaseId.label`)."""
+        return self.key().label()

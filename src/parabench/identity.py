@@ -12,6 +12,10 @@ Usage::
     key = CaseKey.bench("mlp", "ddp", "cpu", 2, "tiny", threads=1)   # pytest-benchmark, asv
     key.baseline_at(2)                  # the baseline run a ratio wants (serial, 1 worker)
     key.same_work(other)                # may a speed ratio compare the two runs?
+    cid.label()                         # 'mlp/ddp cpu w=2 t=1 bs=default r0': one case
+    key.label()                         # 'mlp/ddp cpu w=2x1 bs=- tiny': one configuration
+    key.slug()                          # 'mlp-ddp-cpu-w2': pytest-benchmark's id, asv's
+    key.scope                           # Scope('mlp', 'cpu', 'tiny'): what one answer is about
 
 A case is a workload trained by a method on a device by ``workers`` processes of ``threads``
 threads, at a batch size, profile, epochs, seed and repeat, with options and (time-to-target
@@ -28,6 +32,7 @@ serial fits a scikit-learn estimator on one thread whatever it is given
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -98,6 +103,26 @@ def shared_options(label: str) -> str:
     return " ".join(o for o in label.split() if o.split("=")[0] in shared)
 
 
+def slug(*parts: object) -> str:
+    """``parts`` joined by ``-`` with every run of characters outside ``[A-Za-z0-9_.+-]``
+    made ``_``: a file, URL or test id part."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", "-".join(str(p) for p in parts))
+
+
+class Scope(NamedTuple):
+    """What one answer is about: a workload on a device at a profile (a plain tuple)."""
+
+    workload: str
+    device: str
+    profile: str
+
+    def label(self) -> str:
+        return f"{self.workload} on {self.device} at {self.profile}"
+
+    def slug(self) -> str:
+        return slug(self.workload, self.device, self.profile)
+
+
 class CaseKey(NamedTuple):
     """What identifies a configuration (its repeats share it); a plain tuple underneath.
 
@@ -118,6 +143,21 @@ class CaseKey(NamedTuple):
               threads: int) -> CaseKey:
         """A benchmark case's key: the default batch, no options (pytest-benchmark, asv)."""
         return cls(workload, method, device, workers, "-", profile, "-", threads)
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.workload, self.device, self.profile)
+
+    def label(self) -> str:
+        """``mlp/ddp cpu w=2x1 bs=64 tiny`` and the options: one configuration, any repeat."""
+        text = (f"{self.workload}/{self.method} {self.device} w={self.workers}x{self.threads} "
+                f"bs={self.batch} {self.profile}")
+        return text + ("" if self.options == "-" else f" {self.options}")
+
+    def slug(self) -> str:
+        """``mlp-ddp-cpu-w2``: the id of a benchmark case (pytest-benchmark's; asv's
+        parameters are the same four values)."""
+        return slug(self.workload, self.method, self.device, f"w{self.workers}")
 
     def baseline_at(self, threads: int) -> CaseKey:
         """The baseline run this case's ratio wants: its baseline method, one worker of
@@ -166,6 +206,25 @@ class CaseId:
                    epochs=r.epochs, seed=r.seed, repeat=r.repeat,
                    options=tuple(sorted((config.get("options") or {}).items())),
                    target_quality=config.get("target_quality"))
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.workload, self.device, self.profile)
+
+    def label(self) -> str:
+        """``mlp/ddp cpu w=2 t=1 bs=default`` with its options and target, and ``r<repeat>``:
+        one case, as the progress lines and the dry run show it."""
+        bs = "default" if self.batch is None else self.batch
+        opts = "".join(f" {k}={v}" for k, v in labelled_options(dict(self.options)))
+        if self.target_quality is not None:
+            opts += f" target={self.target_quality:g}"
+        return (f"{self.workload}/{self.method} {self.device} w={self.workers} "
+                f"t={self.threads} bs={bs}{opts} r{self.repeat}")
+
+    def work_label(self) -> str:
+        """The group's label with epochs (and a seed other than 0): what compare pairs."""
+        return self.group.label() + f" e={self.epochs}" + (
+            "" if self.seed == 0 else f" seed={self.seed}")
 
     @property
     def group(self) -> CaseKey:

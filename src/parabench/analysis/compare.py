@@ -64,7 +64,7 @@ from parabench.analysis.levels import (
 from parabench.analysis.signflip import EXACT_MAX, TRIM
 from parabench.analysis.stats import ALPHA, p_text
 from parabench.case.result import FAILED_STATUSES, Result
-from parabench.identity import CaseId
+from parabench.identity import CaseId, CaseKey
 from parabench.workloads.version import versions_differ
 
 EXIT_OK, EXIT_REGRESSED, EXIT_OTHER_MACHINE = 0, 1, 3
@@ -334,10 +334,9 @@ def changed_lines(cmp: Comparison) -> list[str]:
 
 
 def _case(key: tuple) -> str:
-    workload, method, device, workers, batch, profile, options, threads, epochs, seed = key
-    text = f"{workload}/{method} {device} w={workers}x{threads} bs={batch} {profile} e={epochs}"
-    text += "" if seed == 0 else f" seed={seed}"
-    return text + ("" if options == "-" else f" {options}")
+    """A :attr:`~parabench.identity.CaseId.work` key's label: its group's, epochs, seed."""
+    *group, epochs, seed = key
+    return CaseKey(*group).label() + f" e={epochs}" + ("" if seed == 0 else f" seed={seed}")
 
 
 def _verdict_text(c: Change) -> str:

@@ -60,6 +60,7 @@ from parabench.analysis.stats import (
 )
 from parabench.analysis.to_target import ToTarget, speedup_to_target, to_target
 from parabench.case.result import Result
+from parabench.identity import CaseKey, Scope
 
 __all__ = ["Candidate", "Recommendation", "baseline_for", "candidates", "describe", "group_key",
            "median_times", "options_label", "parity_cell", "parity_text", "recommend",
@@ -73,7 +74,7 @@ def _median(values: Iterable[float | None]) -> float | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Candidate:
-    key: tuple
+    key: CaseKey
     results: tuple[Result, ...]
     samples: Samples
     throughput: float
@@ -190,14 +191,14 @@ def baseline_for(cand: Candidate, pool: Sequence[Candidate]) -> Candidate | None
 
 
 def _scopes(results: Iterable[Result], baselines: Iterable[Result]
-            ) -> dict[tuple[str, str, str], list[Candidate]]:
-    """Candidates by (workload, device, profile); baselines that are not results join."""
+            ) -> dict[Scope, list[Candidate]]:
+    """Candidates by scope (workload, device, profile); baselines that are not results join."""
     results = list(results)
     seen = {id(r) for r in results}
     pool = candidates([*results, *(b for b in baselines if id(b) not in seen)])
-    scopes: dict[tuple[str, str, str], list[Candidate]] = defaultdict(list)
+    scopes: dict[Scope, list[Candidate]] = defaultdict(list)
     for c in pool:
-        scopes[(c.key[0], c.key[2], c.key[5])].append(c)
+        scopes[c.key.scope].append(c)
     return scopes
 
 
@@ -223,7 +224,7 @@ def _rank(cands: list[Candidate], target_mode: bool) -> list[Candidate]:
         -c.throughput, c.key))
 
 
-def _recommend_scope(scope: tuple[str, str, str], cands: list[Candidate]) -> Recommendation:
+def _recommend_scope(scope: Scope, cands: list[Candidate]) -> Recommendation:
     workload, device, profile = scope
     times = to_target(cands)
     target_mode = any(t.seconds is not None for t in times.values())

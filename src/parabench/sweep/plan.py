@@ -45,6 +45,7 @@ from parabench.identity import (
     baseline_of,
     baseline_threads,
     is_baseline,
+    slug,
     work_options,
 )
 from parabench.registry import methods, workloads
@@ -132,8 +133,9 @@ def stopping_rule(*, epochs: int | None = None, target: ToTarget | None = None,
 
 
 def case_id(workload: str, method: str, device: str, workers: int) -> str:
-    """The pytest-benchmark id of a case (asv's parameters are the same four values)."""
-    return f"{workload}-{method}-{device}-w{workers}"
+    """The pytest-benchmark id of a case (asv's parameters are the same four values):
+    :meth:`parabench.identity.CaseKey.slug`'s ``mlp-ddp-cpu-w2``."""
+    return slug(workload, method, device, f"w{workers}")
 
 
 def case_markers(workload: str, method: str, device: str, workers: int) -> set[str]:

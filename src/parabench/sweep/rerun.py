@@ -370,7 +370,7 @@ def round_ratios(rounds: Rounds) -> list[RoundRatios]:
                 if r.status == "ok" and r.samples_per_s:
                     key = CaseId.recorded(r).work
                     by_case[key][index][side] = float(r.samples_per_s)
-                    labels[key] = f"{r.workload}/{r.method} w={r.workers}"
+                    labels[key] = CaseId.recorded(r).group.label()
                     versions[key][side].append(r.workload_version)
     out = []
     for key in sorted(by_case):

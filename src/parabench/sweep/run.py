@@ -2,7 +2,8 @@
 
 Usage::
 
-    grid = Grid(workloads=["mlp"], methods=["serial"], profile="tiny", stop=Epochs(1))  # repeats=3
+    from parabench.stopping import Epochs
+    grid = Grid(workloads=["mlp"], methods=["serial"], profile="tiny", stop=Epochs(1))
     results = run_grid(grid, out="results.jsonl", resume=True)   # runs only what is not ok
 
 The cases come from :func:`parabench.sweep.plan.plan`. Each is either runnable or carries the

@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         baselines = recorded_baselines(read_results(args.out))
         result = record(finish(result, elapsed.seconds(), machine_watch, policy_source),
                         args.out, baselines=baselines, earlier=baselines)
-        print(f"{result.status}: {config.workload}/{config.method} x{result.workers} -> "
+        print(f"{result.status}: {config.label()} -> "
               f"{args.out}" + (f" ({result.reason})" if result.reason else ""), flush=True)
     return 0 if result.status in ("ok", "skipped") else 1
 
