@@ -32,6 +32,7 @@ def test_readme_run_options_exist_in_the_cli() -> None:
 
     run_help = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for option in set(re.findall(r"parabench run[^\n]*", page.read_text())):
+        text = page.read_text().replace("\\\n", " ")  # a command split over lines
+        for option in set(re.findall(r"parabench run[^\n]*", text)):
             for flag in re.findall(r"--[a-z-]+", option):
                 assert flag in run_help, f"{page.name} uses {flag}, which `parabench run` lacks"

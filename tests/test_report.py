@@ -103,7 +103,7 @@ def test_the_default_table_fits_120_columns_and_wide_shows_every_column() -> Non
         assert column in compact[1]
     assert wide[0].split()[:9] == ["workload", "method", "device", "workers", "batch",
                                    "profile", "options", "n", "epoch"]
-    assert "--wide shows every column (here also epoch s (IQR))" in compact[-1]
+    assert "--wide shows every column (here also epoch s (IQR), the whole reasons)" in compact[-1]
     # every row's cells are the wide table's, marks included (! moves to samples/s)
     body = {(c[1], c[3]): ln for ln in wide[2:12] if (c := _cells(ln))}
     for line in compact[3:13]:
@@ -112,11 +112,12 @@ def test_the_default_table_fits_120_columns_and_wide_shows_every_column() -> Non
         assert all(c.removesuffix(" !") in full for c in cells if "..." not in c), line
     [fsdp] = [ln for ln in compact if ln.startswith("fsdp      2x1")]
     assert _cells(fsdp)[2].endswith(" !")
-    # a failed case's reason is the wide table's (one line, at most REASON_WIDTH), even
-    # where its row is wider than the figures need: scaling stays for them
+    # a failed case's reason (the wide table's: one line, at most REASON_WIDTH) is cut to
+    # the room left, not the figures' columns: scaling stays for them
     reason = _cells(failed)[-1]
-    assert reason.startswith("failed: RuntimeError: a long reason") and reason in wide[11]
-    assert len(reason) == REASON_WIDTH + len("failed: ") and "scaling" in compact[1]
+    assert reason.startswith("failed: RuntimeError: a long reason") and reason.endswith("...")
+    assert reason[:-3] in wide[11] and len(wide[11].split("failed: ")[1]) == REASON_WIDTH
+    assert len(failed) <= TABLE_WIDTH and "scaling" in compact[1]
     assert all(len(ln) <= TABLE_WIDTH for ln in wide[13:])  # the legend wraps in both
 
 

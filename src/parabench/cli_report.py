@@ -170,7 +170,9 @@ def tensorboard_log(log_dir: str | None, out: str = "results.jsonl"
 
 def write_report_and_say(results: list[Result], out_dir: str, *,
                          baselines: Sequence[Result] = (), sources: Sequence[str] = ()) -> None:
-    """Write the report; print its recommendation lines, then its path (the last line)."""
+    """Write the report; print its recommendation lines (wrapped within 120 columns: the
+    report keeps each whole), then its path (the last line)."""
+    from parabench.sweep.report import wrap_lines
     from parabench.sweep.site import write_report
 
     try:
@@ -181,7 +183,7 @@ def write_report_and_say(results: list[Result], out_dir: str, *,
         kept = f"; the results in {', '.join(sources)} are kept" if sources else ""
         raise OSError(f"could not write the report in {out_dir} ({one_line(exc)}){kept}"
                       ) from exc
-    print("\n" + "\n".join(files.lines))
+    print("\n" + "\n".join(wrap_lines(files.lines)))
     print(f"\nreport: {files.html}  (also {files.markdown.name} and {len(files.pngs)} PNGs)")
 
 

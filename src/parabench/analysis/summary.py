@@ -28,6 +28,8 @@ REASON_WIDTH = 100
 #: "ran on ~1 core": a warning, not a failure (an I/O-bound engine may do so honestly)
 ONE_CORE = 1.3
 TO_TARGET = "to target"
+#: the wide table's column (and the report's) for a pipeline row's measured bubble
+BUBBLE = "bubble"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +84,9 @@ class Row:
     unsupported: bool = False
     #: optional columns: header -> cell text
     extra: dict[str, str] = field(default_factory=dict)
+    #: the compact table's shorter cell for an optional column (header -> text), where the
+    #: wide one would not fit 120 columns: ``to target`` without its samples and start-up
+    extra_short: dict[str, str] = field(default_factory=dict)
     #: time-to-target mode: training seconds to the target at the row's steady speed
     #: (:mod:`parabench.analysis.to_target`; older results without samples-to-target: the median
     #: measured training seconds); None: not reached, or the mode is off. Rows rank by it
@@ -166,8 +171,11 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
         q_name = ok[0].quality.name if ok[0].quality else ""
         figures = ratios(key, all_times)
         failed = len(rs) - len(ok)
-        to_target_s, to_target = ((to_targets[key].seconds, to_targets[key].text())
-                                  if key in to_targets else _to_target(ok))
+        to_target_s, to_target, to_target_short = (
+            (to_targets[key].seconds, to_targets[key].text(), to_targets[key].text(short=True))
+            if key in to_targets else _to_target(ok))
+        extra = {h: cell for h, cell in ((TO_TARGET, to_target), (BUBBLE, bubble_cell(ok)))
+                 if cell}
         rows.append(Row(
             **ident, repeats=len(ok), status="ok", parity=parity_cell(r.parity for r in ok),
             epoch_s=statistics.median(times) if times else None,
@@ -187,7 +195,8 @@ def summarize(results: Iterable[Result], baselines: Iterable[Result] = ()) -> li
             peak_gpu_mb=_median(r.peak_gpu_mb for r in ok),
             mfu=_median(r.mfu for r in ok), mfu_arithmetic=_arithmetic(ok),
             fastest=key in fastest,
-            extra={TO_TARGET: to_target} if to_target else {}, to_target_s=to_target_s,
+            extra=extra, to_target_s=to_target_s,
+            extra_short={TO_TARGET: to_target_short} if to_target else {},
         ))
     if any(TO_TARGET in r.extra for r in rows):  # time-to-target mode: fastest to it first
         return sorted(rows, key=lambda r: (r.workload, r.device, r.profile,
@@ -228,14 +237,17 @@ def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:
     return (float(ci[0]), float(ci[1])) if ci else None
 
 
-def _to_target(ok: list[Result]) -> tuple[float | None, str]:
-    """Median train seconds to the target, and 'SEC (N samples, +START start)' (older results
-    without ``samples_to_target``: 'SEC (ep E, ...)'), or why not."""
+def _to_target(ok: list[Result]) -> tuple[float | None, str, str]:
+    """Median train seconds to the target, 'SEC (N samples, +START start)' (older results
+    without ``samples_to_target``: 'SEC (ep E, ...)') and the compact table's 'SEC', or why
+    not (twice)."""
     runs = [t for r in ok if (t := r.time_to_target)]
     hits = [t for t in runs if t.reached]
     if not hits:
-        return None, f"not reached ({runs[0].epochs_run} ep)" if runs else ""
+        why = f"not reached ({runs[0].epochs_run} ep)" if runs else ""
+        return None, why, why
     train = statistics.median(t.train_s or 0.0 for t in hits)
+    reached = f" {len(hits)}/{len(runs)} reached" if len(hits) < len(runs) else ""
     samples = [t.samples_to_target for t in hits if t.samples_to_target is not None]
     if len(samples) == len(hits):  # what the target cost in work, the same scale for all
         text = f"{train:.2f}s ({statistics.median(samples):,.0f} samples"
@@ -243,6 +255,26 @@ def _to_target(ok: list[Result]) -> tuple[float | None, str]:
         text = f"{train:.2f}s (ep {statistics.median(t.epoch or 0 for t in hits):g}"
     starts = [t.startup_s for t in hits if t.startup_s is not None]
     text += f", +{statistics.median(starts):.1f}s start)" if starts else ")"
-    if len(hits) < len(runs):
-        text += f" {len(hits)}/{len(runs)} reached"
-    return train, text
+    return train, text + reached, f"{train:.2f}s{reached}"
+
+
+def _fractions(r: Result, note: str) -> list[float]:
+    """A session note's figures, to show (``extra`` is shown, never decided on): one number,
+    or a list of them (per epoch, per window)."""
+    value = r.extra.get(note)
+    values = value if isinstance(value, list) else [value]
+    return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def bubble_cell(ok: list[Result]) -> str:
+    """A pipeline row's measured bubble (the stages' mean idle share of the time), the median
+    over its runs of each run's median over its speed windows (``window_bubble_fraction``;
+    older results: its epochs', ``bubble_fraction``), beside the ideal pipeline's
+    ``bubble_theory`` = (p - 1) / (m + p - 1): '31% (ideal 20%)'; '' for other methods."""
+    runs = [statistics.median(f) for r in ok
+            if (f := _fractions(r, "window_bubble_fraction") or _fractions(r, "bubble_fraction"))]
+    if not runs:
+        return ""
+    ideal = [t for r in ok for t in _fractions(r, "bubble_theory")]
+    return f"{statistics.median(runs):.0%}" + (
+        f" (ideal {statistics.median(ideal):.0%})" if ideal else "")

@@ -8,6 +8,7 @@ Usage::
     base, best = cands[0], cands[1]
     t = tt[best.key]
     t.seconds, t.ci, t.how, t.text()    # 0.74, (0.66, 0.83), 'derived', '0.74s (1,408 ...)'
+    t.text(short=True)                  # '0.74s ±12% derived': the compact table's cell
     sp = speedup_to_target(base, tt[base.key], best, tt[best.key])
     sp.ratio, sp.ci, sp.p               # base seconds / best seconds, its interval, p of "same"
 
@@ -95,17 +96,20 @@ class ToTarget:
     def ok(self) -> bool:
         return self.seconds is not None and not self.reason
 
-    def text(self) -> str:
-        """The table's cell: '0.70s ±12% (1,408 samples derived, +2.2s start)' (± the
+    def text(self, short: bool = False) -> str:
+        """The wide table's cell: '0.70s ±12% (1,408 samples derived, +2.2s start)' (± the
         half-width of its 95 % interval in % of the seconds, the larger side); 'not reached
-        (10 ep)'; '1.30s ±9.1% (2,880 samples, +2.1s start) over budget'."""
+        (10 ep)'; '1.30s ±9.1% (2,880 samples, +2.1s start) over budget'. ``short``: the
+        compact table's, without the samples and start-up: '0.70s ±12% derived',
+        '1.30s ±9.1% over budget'."""
         if self.seconds is None:
             epochs = re.search(r"(?:within|in) (\d+) epoch", self.reason)
             return f"not reached ({epochs.group(1)} ep)" if epochs else "not reached"
         start = f", +{self.startup_s:.1f}s start" if self.startup_s is not None else ""
         derived = " derived" if self.how == "derived" else ""
         pm = pm_text(ci_half_pct(self.seconds, self.ci))
-        text = f"{self.seconds:.2f}s{pm} ({self.samples:,.0f} samples{derived}{start})"
+        text = (f"{self.seconds:.2f}s{pm}{derived}" if short else
+                f"{self.seconds:.2f}s{pm} ({self.samples:,.0f} samples{derived}{start})")
         if self.ran and self.reached < self.ran:
             text += f" {self.reached}/{self.ran} reached"
         return text + (" over budget" if self.reason else "")

@@ -10,9 +10,10 @@ Usage::
 One row per (workload, method, device, workers x threads, batch, profile, options). The
 compact table lifts the columns with one value in every row into a title line
 (``cnn · cpu · profile tiny · batch 64 · 1 repeat``), leaves out ``epoch s`` (its ``~`` / ``!``
-marks go on samples/s), then ``scaling`` where its ok rows are still too wide; the cells it
-shows are the wide table's (a failed case's reason too, so its row can be wider). Legend
-lines wrap at 120. Columns:
+marks go on samples/s), ``MFU`` and ``bubble``; where its ok rows are still too wide, it
+leaves out ``scaling``, then shows ``to target`` without its samples and start-up; it cuts a
+failed case's reason to the room left; the other cells are the wide table's. Legend lines wrap at
+120; :func:`wrap_lines` wraps the answer the same way. Columns:
 
 * ``samples/s``: steady-state throughput with its 95 % confidence interval, ``50,072 ±3.0%``.
   A case measures it in speed windows (:mod:`parabench.case.lifecycle`): after a warm-up
@@ -46,8 +47,13 @@ fastest configuration whose parity holds (:mod:`parabench.analysis.recommend`). 
 cannot run at all (an unsupported workload) collapse into one ``n/a`` line; every other reason shows
 as one line (the result keeps the whole text).
 
-Other modules may add columns: a Row's ``extra`` maps a column header to its cell text, and
-a column shows when any row has it.
+``bubble`` (``--wide`` and the report; pipeline and hybrid rows): the stages' mean idle share
+of the time in the steady windows, beside the ideal pipeline's (p - 1) / (m + p - 1)
+(:func:`parabench.analysis.summary.bubble_cell`).
+
+Other modules may add columns: a Row's ``extra`` maps a column header to its cell text
+(``extra_short`` to the compact table's, where it differs), and a column shows when any row
+has it.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from parabench.analysis.figures import RSS_MARK, memory_cell
 from parabench.analysis.ratios import Ratio
 from parabench.analysis.stats import rate_text
 from parabench.analysis.summary import (
+    BUBBLE,
     REASON_WIDTH,
     TO_TARGET,
     UNSUPPORTED_MARK,
@@ -70,9 +77,9 @@ from parabench.analysis.summary import (
     summarize,
 )
 
-__all__ = ["REASON_WIDTH", "TABLE_WIDTH", "TO_TARGET", "UNSUPPORTED_MARK", "Row",
+__all__ = ["BUBBLE", "REASON_WIDTH", "TABLE_WIDTH", "TO_TARGET", "UNSUPPORTED_MARK", "Row",
            "format_table", "legend", "mfu_cell", "not_applicable", "one_line", "summarize",
-           "terminal_width", "windows_phrase"]
+           "terminal_width", "windows_phrase", "wrap_lines"]
 
 #: the compact table and every legend line fit a terminal this wide
 TABLE_WIDTH = 120
@@ -81,12 +88,18 @@ NOTE_MARK = "†"
 #: columns the compact table lifts into its title line when every row has the same value
 LIFTABLE = ("workload", "device", "profile", "batch", "options", "n")
 #: columns only the wide table has; OPTIONAL: dropped, in order, while it is still too wide
-WIDE_ONLY = ("epoch s (IQR)", "MFU")
+WIDE_ONLY = ("epoch s (IQR)", "MFU", BUBBLE)
 #: the wide table's legend line for the MFU column
 MFU_LEGEND = ("MFU: FLOPs per sample x samples/s over the matmul peak of the row's arithmetic "
               "(bf16, fp16, tf32 or fp32) measured on this machine in the same sweep, times the "
               "devices the row used (JSON: mfu, machine.peak)")
 OPTIONAL = ("scaling",)
+#: the wide table's legend line for the bubble column (pipeline rows)
+BUBBLE_LEGEND = ("bubble: a pipeline row's stages' mean idle share of the time in its steady "
+                 "windows (waiting on transfers, fill and drain), beside the ideal pipeline's "
+                 "(p - 1) / (m + p - 1) for p stages and m micro-batches (JSON: extra)")
+#: the least of a failed or skipped case's reason the compact table keeps on its row
+MIN_REASON = 24
 
 
 def _ratio(value: float | None, baseline: str | None, spec: str, unit: str) -> str:
@@ -164,6 +177,8 @@ def format_table(rows: list[Row], *, wide: bool = False, width: int | None = Non
     out.extend(legend(shown))
     if wide and mfu:
         out.extend(_wrap(MFU_LEGEND))
+    if wide and BUBBLE in extra_headers:
+        out.extend(_wrap(BUBBLE_LEGEND))
     if hidden:
         out.extend(_wrap(f"--wide shows every column (here also {', '.join(hidden)}); "
                          "so do the report and the JSON results"))
@@ -187,9 +202,10 @@ def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[
     """The table in at most ``limit`` columns (where the rows allow it) and the headers it
     leaves to --wide. Columns with one value in every row become a title line above the
     table; ``epoch s`` goes (it is samples/s again, per epoch), its ``~`` / ``!`` marks move
-    to samples/s; ``scaling`` goes too if the ok rows are still too wide. A failed or
-    skipped case's reason stays as the wide table has it (its first line, at most
-    ``REASON_WIDTH``), so such a row can be wider."""
+    to samples/s; where the ok rows are still too wide, ``scaling`` goes too, then ``to
+    target`` shows its short cell (the seconds, their CI, ``derived``: the samples and
+    start-up stay in the wide one). A failed or skipped case's reason is cut to the room
+    left (at least ``MIN_REASON``: the wide table, the report and the JSON keep it)."""
     col = {h: i for i, h in enumerate(header)}
     lifted = [h for h in LIFTABLE if cells and len({c[col[h]] for c in cells}) == 1]
     title = " · ".join(t for h in lifted if (t := _titled(h, cells[0][col[h]])))
@@ -204,7 +220,29 @@ def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[
         del keep[i]
         rows = [row[:i] + row[i + 1:] for row in rows]
         hidden.append(optional)
+    short = [tuple(r.extra_short.get(h, cell) for h, cell in zip(keep, row, strict=True))
+             for r, row in zip(shown, rows, strict=True)]
+    if short != rows and _width(keep, rows, shown) > limit:  # to target's short cells
+        rows = short
+        hidden.append("to target's samples and start-up")
+    rows, cut = _fit_reasons(keep, rows, shown, limit)
+    if cut:
+        hidden.append("the whole reasons")
     return ([title] if title else []) + _grid(keep, rows), hidden
+
+
+def _fit_reasons(header: list[str], rows: list[tuple[str, ...]], shown: list[Row],
+                 limit: int) -> tuple[list[tuple[str, ...]], bool]:
+    """The rows with each failed or skipped case's reason (the last cell) cut to what is
+    left of ``limit`` (at least MIN_REASON), and whether any was cut."""
+    widths = [max(len(row[i]) for row in [tuple(header), *rows]) for i in range(len(header) - 1)]
+    room = max(limit - sum(widths) - 2 * len(widths), MIN_REASON)
+    out, cut = [], False
+    for row, r in zip(rows, shown, strict=True):
+        if r.status != "ok" and len(row[-1]) > room:
+            row, cut = (*row[:-1], row[-1][:room - 3].rstrip() + "..."), True
+        out.append(row)
+    return out, cut
 
 
 def _width(header: list[str], rows: list[tuple[str, ...]], shown: list[Row]) -> int:
@@ -230,6 +268,19 @@ def _marked(r: Row, rate: str) -> str:
 def _wrap(line: str) -> list[str]:
     return textwrap.wrap(line, TABLE_WIDTH, subsequent_indent="  ", break_long_words=False,
                          break_on_hyphens=False) or [line]
+
+
+def wrap_lines(lines: Iterable[str], width: int = TABLE_WIDTH) -> list[str]:
+    """Lines of text (the answer) for a terminal: each wrapped within ``width``, its
+    continuation indented four more spaces than the line itself, so a sub-line (two spaces)
+    still reads as one."""
+    out = []
+    for line in lines:
+        indent = line[:len(line) - len(line.lstrip(" "))]
+        out.extend(textwrap.wrap(line.lstrip(" "), width, initial_indent=indent,
+                                 subsequent_indent=indent + "    ", break_long_words=False,
+                                 break_on_hyphens=False) or [line])
+    return out
 
 
 def terminal_width(stream: TextIO | None = None) -> int | None:
