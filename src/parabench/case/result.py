@@ -12,7 +12,7 @@ Each part a layer writes is a typed record (:mod:`parabench.case.records`): ``wi
 ``time_to_target``, ``energy``, ``parity``, ``trace``, ``machine``, ``grading`` (how the method
 grades this workload) and ``facts`` (what analysis and the runner read: predictions digest,
 configuration error, per-rank figures). ``extra`` is free-form notes, shown and never decided
-on (tests/test_typed_results.py checks src/). Schema-1 lines, which kept those facts in
+on (tests/case/test_typed_results.py checks src/). Schema-1 lines, which kept those facts in
 ``extra``, still read (:func:`_from_schema1`).
 """
 
