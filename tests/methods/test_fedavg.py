@@ -46,7 +46,6 @@ from parabench.torch.session import fold_epochs
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 
-PROGRAM = "parabench.torch.fedavg:FedAvgProgram"
 SEEDS = range(5)
 #: serial's epochs (the spread is measured there) and the federation of the parity tests
 EPOCHS, CLIENTS = 3, 4
@@ -58,24 +57,32 @@ MEASURED_SPREAD = {("cnn", "quick"): 0.0058}
 QUICK_CLIENTS = {"mlp": 4, "cnn": 2}
 
 
+class Hosting(FedAvgProgram):
+    """The real program, asked by the tests which clients each rank hosts."""
+
+    def hosted(self) -> dict[int, list[int]]:
+        """Client index -> its shard, for the clients this rank hosts."""
+        return {c.index: c.shard.tolist() for c in self.clients}
+
+
 # -- broken servers (subclasses, so the real program stays untouched) ------------------------
 
 
-class KeepsClientZero(FedAvgProgram):
+class KeepsClientZero(Hosting):
     """The server keeps client 0's weights and drops everyone else's."""
 
     def client_weight(self, client: Any) -> float:
         return 1.0 if client.index == 0 else 0.0
 
 
-class Unweighted(FedAvgProgram):
+class Unweighted(Hosting):
     """A plain mean of the clients, ignoring that their shards differ in size."""
 
     def client_weight(self, client: Any) -> float:
         return 1.0 / self.clients_total
 
 
-class NeverSynced(FedAvgProgram):
+class NeverSynced(Hosting):
     """No all-reduce: each rank averages only the clients it hosts, and never hears the rest."""
 
     def reduce(self, flat: Any) -> None:
@@ -84,6 +91,9 @@ class NeverSynced(FedAvgProgram):
 
 def _path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+PROGRAM = _path(Hosting)
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -76,7 +76,6 @@ def test_result_records_flops_components_and_options() -> None:
     assert set(r.components) == {"data", "forward", "backward", "optimizer", "other"}
     assert all(len(v) == 2 for v in r.components.values())
     assert r.config["options"] == {"num_workers": 1, "precision": "bf16"}
-    assert r.achieved_flops == pytest.approx(r.flops_per_sample * r.samples_per_s)
 
 
 def test_flop_counting_leaves_training_unchanged() -> None:

@@ -214,13 +214,6 @@ class Result:
                 out[name] = statistics.median(steady)
         return out
 
-    @property
-    def achieved_flops(self) -> float | None:
-        """FLOP/s over the steady epochs (samples/s x FLOPs per sample)."""
-        if self.flops_per_sample and self.samples_per_s:
-            return self.flops_per_sample * self.samples_per_s
-        return None
-
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
