@@ -111,9 +111,11 @@ if has select; then
   set +o pipefail
 fi
 
-CUDA_TESTS=${CUDA_TESTS:-"tests/test_ddp_fsdp.py tests/test_dl_workloads.py tests/test_fedavg.py
-  tests/test_forest_peers.py tests/test_markers.py tests/test_pipeline_mp.py tests/test_autobatch.py
-  tests/test_workload_gpt.py tests/test_workload_gpt2.py tests/test_workloads.py tests/test_schedule_step.py"}
+CUDA_TESTS=${CUDA_TESTS:-"tests/methods/test_ddp_fsdp.py tests/workloads/test_dl_workloads.py
+  tests/methods/test_fedavg.py tests/forest/test_forest_peers.py tests/bottom/test_markers.py
+  tests/methods/test_pipeline_mp.py tests/torch_engine/test_autobatch.py
+  tests/workloads/test_workload_gpt.py tests/workloads/test_workload_gpt2.py
+  tests/workloads/test_workloads.py tests/torch_engine/test_schedule_step.py"}
 if has tests; then
   stamp tests
   # shellcheck disable=SC2086

@@ -9,7 +9,7 @@ The tables are ``dataclasses.fields`` of :class:`parabench.case.result.Result`, 
 dataclass a field's type names (``QualityValue`` and, as they are added, the typed sub-records),
 followed recursively. A field's meaning is the ``#:`` comment above it in the source; fields
 without one take it from :data:`DESCRIPTIONS` here. Only the text between :data:`BEGIN` and
-:data:`END` is generated: the prose around it is hand-written. tests/test_schema_doc.py fails
+:data:`END` is generated: the prose around it is hand-written. tests/docs/test_schema_doc.py fails
 when the doc differs from what this script generates, so a change to the record is one rerun.
 """
 

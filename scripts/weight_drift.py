@@ -7,7 +7,7 @@ Usage::
     python scripts/weight_drift.py --trace mlp cnn  # the trace figures of the real cases
     python scripts/weight_drift.py --trace gpt      # also tp / fsdp_tp (workloads with a plan)
 
-Trains ``serial`` at the set-ups of ``tests/test_pipeline_mp.py`` (tiny profile, 1 thread)
+Trains ``serial`` at the set-ups of ``tests/methods/test_pipeline_mp.py`` (tiny profile, 1 thread)
 and prints, per variant, the worst per-tensor relative L2 difference ``|w - w_serial| /
 |w_serial|`` and the worst ``max|w - w_serial| / max|w_serial|``. Variants: serial at 2
 threads; serial with each batch's gradient accumulated over 2, 4 or 8 chunks (the same
@@ -37,7 +37,7 @@ from parabench.core.pool import WorkerPool
 from parabench.registry import methods, workloads
 from parabench.torch.loop import TorchLoop
 
-#: workload -> (epochs, global batch, micro-batches): tests/test_pipeline_mp.py's SETUP
+#: workload -> (epochs, global batch, micro-batches): tests/methods/test_pipeline_mp.py's SETUP
 SETUP = {"mlp": (2, 48, 3), "cnn": (1, 64, 4)}
 PIPELINE = "parabench.torch.pipeline:PipelineProgram"
 RANKS = {  # name -> (program, workers, args, options)

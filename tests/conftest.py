@@ -1,5 +1,6 @@
 """Shared fixtures: the fault plugin made visible to this process and to runner workers;
-short speed windows for every test outside tests/benchmarks; one cache for the session."""
+short speed windows for every test outside tests/benchmarks; one cache for the session.
+Every run keeps each test's duration in .pytest-durations.tsv (:mod:`durations`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,18 @@ from pathlib import Path
 
 import pytest
 
+import durations
+
 PLUGIN_DIR = Path(__file__).parent / "plugins"
 BENCHMARKS = Path(__file__).parent / "benchmarks"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    durations.start(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    durations.stop(config)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -4,12 +4,11 @@ Usage::
 
     cid = CaseId.of(config)             # a planned case; RunConfig.key() (--resume) is this
     cid = CaseId.recorded(result)       # a result: the threads and batch it really ran with
-    cid.group                           # CaseKey: what repeats share (a table row, a ratio)
+    key = cid.group                     # CaseKey: what repeats share (a table row, a ratio)
     cid.work                            # group + epochs + seed: what `parabench compare` pairs
     cid.history                         # what the dry run takes earlier wall times from
     cid.parity_slot                     # what parity's baseline result must share
     cid.baseline_slot("serial")         # what the planner's extra baseline runs share
-    key = CaseKey.bench("mlp", "ddp", "cpu", 2, "tiny", threads=1)   # pytest-benchmark, asv
     key.baseline_at(2)                  # the baseline run a ratio wants (serial, 1 worker)
     key.same_work(other)                # may a speed ratio compare the two runs?
     cid.label()                         # 'mlp/ddp cpu w=2 t=1 bs=default r0': one case
@@ -137,12 +136,6 @@ class CaseKey(NamedTuple):
     profile: str
     options: str        # "name=value ..." or "-"
     threads: int        # threads per worker
-
-    @classmethod
-    def bench(cls, workload: str, method: str, device: str, workers: int, profile: str,
-              threads: int) -> CaseKey:
-        """A benchmark case's key: the default batch, no options (pytest-benchmark, asv)."""
-        return cls(workload, method, device, workers, "-", profile, "-", threads)
 
     @property
     def scope(self) -> Scope:

@@ -13,7 +13,7 @@ Usage (a test plugin, loaded like every plugin)::
 * ``threads_onejob``: the threads forest built with ``n_jobs=1`` instead of the worker count:
   the same trees (parity ok), grown one at a time. Its result must record about one core
   used over the speed windows, and the table say "ran on ~1 core"
-  (``tests/test_one_core.py``).
+  (``tests/case/test_one_core.py``).
 * ``fedavg_client0``: federated averaging whose server keeps client 0's weights instead of the
   sample-weighted average (:class:`KeepsClientZero`): on a non-IID split client 0 has seen a
   skewed class mix, so held-out accuracy falls far outside serial's measured spread.

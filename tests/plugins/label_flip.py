@@ -11,7 +11,7 @@ class, ``(y + r) mod C`` with ``r`` drawn from 1..C-1. It is real training on de
 held-out set is untouched and no figure is edited, so its quality falls by what the flipped
 labels cost. Graded statistically (``parity = "statistical"``), it is the method the
 statistical verdict's stated power (``ok, blind <L``) is checked against: with no labels
-flipped it must pass, with enough flipped it must fail (``tests/test_label_flip.py``). The
+flipped it must pass, with enough flipped it must fail (``tests/analysis/test_label_flip.py``). The
 result's notes say how many labels were flipped (``flipped_labels``). Classification
 workloads only: a workload whose targets are not class indices is refused with the reason.
 

@@ -3,7 +3,7 @@
 The recipe for a new workload (see docs/architecture.md): subclass ``TorchWorkload`` (or
 ``EstimatorWorkload``), give it a ``name``, ``make_data`` and ``build_model``, and register it.
 Loaded through ``PARABENCH_PLUGINS=tiny_logreg`` with this folder on ``PYTHONPATH``;
-``tests/test_workload_recipe.py`` trains it with the real ``parabench run``.
+``tests/workloads/test_workload_recipe.py`` trains it with the real ``parabench run``.
 """
 
 from __future__ import annotations

@@ -26,13 +26,13 @@ Usage (a test plugin, loaded like every plugin)::
 * ``ddp_globalcount``: DDP that trains correctly but whose ranks each report the global
   count (their samples x the world size) for every epoch and window: samples/s doubled at 2
   workers. The lifecycle's check against the loaders' own count must fail the case
-  (``tests/test_samples_crosscheck.py``).
+  (``tests/case/test_samples_crosscheck.py``).
 * ``tp_noreduce`` (gpt, tensor parallelism): tp whose row-parallel layers (attention's ``wo``,
   the MLP's ``proj``) hand on their partial sums, never all-reduced over the tensor ranks.
 * ``tp_wrongshard`` (gpt): tp whose tensor rank 1 sees its replica's samples one place off
   (the batch order rolled by one), so its column shards compute other sequences' features.
 
-Every one must show parity FAILED on the trajectory (``tests/test_planted_bugs_torch.py``).
+Every one must show parity FAILED on the trajectory (``tests/methods/test_planted_bugs_torch.py``).
 The tensor-parallel two show the one-file recipe for a variant of that family: a rank program
 that changes one thing (the row-parallel style, or the shard), a session naming it, a method.
 """

@@ -65,7 +65,7 @@ from parabench.method import TRACE_STEPS  # the format's step count, re-exported
 #: The worst drift is conv_autoencoder's 2.2e-4 in the weights (Adam divides by the root of
 #: tiny second moments, which magnifies the last bits of near-zero gradients: every way of
 #: splitting the batch lands there) and 4.3e-6 in the loss. The planted bugs of
-#: tests/test_planted_bugs_torch.py are 1.8e-2 .. 3 in the loss and 0.17 .. 0.66 in the
+#: tests/methods/test_planted_bugs_torch.py are 1.8e-2 .. 3 in the loss and 0.17 .. 0.66 in the
 #: weights (mlp). seq2seq's token-mean loss makes a split batch another computation (ddp x2:
 #: 7.4e-4 / 1.3e-2), so data parallelism declares it statistical (torch/data_parallel.py).
 #: Adam is nearly blind to a uniform gradient scale (seq2seq: 1.3e-7 / 7.1e-7), so a bug that

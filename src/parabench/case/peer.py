@@ -23,7 +23,7 @@ model and the training tensor in ``torch.channels_last`` once (an index-select k
 format, so each batch is NHWC with no copy); ``compile`` is ``model.compile(dynamic=False)``,
 compiled in the warm-up. A window is ``sync; t0; steps; sync; t1``, read through the case's
 :class:`~parabench.core.clock.Clock` only because the tree lets nothing else read a timer
-(``tests/test_layout.py``): the same two clock reads a hand loop makes.
+(``tests/project/test_layout.py``): the same two clock reads a hand loop makes.
 
 Its sample stream is permutation ``k`` of the training set seeded as parabench's epoch ``k``
 (:func:`parabench.torch.loop.epoch_order`'s formula, restated here), cut into full batches,

@@ -12,7 +12,7 @@ Each part a layer writes is a typed record (:mod:`parabench.core.records`): ``wi
 ``time_to_target``, ``energy``, ``parity``, ``trace``, ``machine``, ``grading`` (how the method
 grades this workload) and ``facts`` (what analysis and the runner read: predictions digest,
 configuration error, per-rank figures). ``extra`` is free-form notes, shown and never decided
-on (tests/test_typed_results.py checks src/). Schema-1 lines, which kept those facts in
+on (tests/case/test_typed_results.py checks src/). Schema-1 lines, which kept those facts in
 ``extra``, still read (:func:`_from_schema1`).
 """
 
@@ -213,13 +213,6 @@ class Result:
             if steady:
                 out[name] = statistics.median(steady)
         return out
-
-    @property
-    def achieved_flops(self) -> float | None:
-        """FLOP/s over the steady epochs (samples/s x FLOPs per sample)."""
-        if self.flops_per_sample and self.samples_per_s:
-            return self.flops_per_sample * self.samples_per_s
-        return None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -45,7 +45,7 @@ class Stopwatch:
     """Seconds since it was made, read off the host clock without synchronising: for what is
     not a measured region of work (the runner's wall time and timeout, start-up, an
     evaluation, a note, a sampler's pacing, step marks). Outside this module time is read only
-    through :class:`Clock`, :class:`Spans` and this; ``tests/test_layout.py`` checks it."""
+    through :class:`Clock`, :class:`Spans` and this; ``tests/project/test_layout.py`` checks it."""
 
     def __init__(self, timer: Callable[[], float] = now) -> None:
         self.timer = timer

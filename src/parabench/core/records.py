@@ -7,7 +7,7 @@ Usage::
     Grading(kind="statistical", reason="BatchNorm ...")             # Method.grading's answer
 
 Every fact that code reads from a result is a declared field here; ``Result.extra`` holds
-free-form notes only (nothing in ``src/`` decides on them: tests/test_result.py checks).
+free-form notes only (nothing in ``src/`` decides on them: tests/case/test_result.py checks).
 
 * :class:`Window` - the lifecycle's speed windows (:mod:`parabench.case.lifecycle`)
 * :class:`TimeToTarget` - time-to-target mode (:mod:`parabench.case.target`)

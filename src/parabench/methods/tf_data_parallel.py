@@ -28,7 +28,7 @@ each other through 127.0.0.1 only.
 
 Same global batch ``B`` as ``tf_serial`` (``B / workers`` per replica, ``batch[r::R]``), same
 data order, same seeded initial weights: the weights after K steps match ``tf_serial``'s to
-float tolerance (``tests/test_tf_parallel.py``), so parity is ``exact`` against ``tf_serial``.
+float tolerance (``tests/methods/test_tf_parallel.py``): parity is ``exact`` to ``tf_serial``.
 Threads: TF's intra- and inter-op pools get ``threads_per_worker`` each worker.
 """
 

@@ -325,10 +325,6 @@ class FedAvgProgram:
         """The global model's weights on this rank (CPU copies)."""
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
-    def hosted(self) -> dict[int, list[int]]:
-        """Client index -> its shard, for the clients this rank hosts (for the tests)."""
-        return {c.index: c.shard.tolist() for c in self.clients}
-
     def peak_gpu_mb(self) -> float | None:
         return self.case.peak_gpu_mb()
 
