@@ -10,7 +10,6 @@ Pure apart from writing the PNGs into ``out_dir``; the HTML and Markdown writers
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,8 @@ from parabench.analysis.recommend import (
 )
 from parabench.analysis.stats import amdahl_fit
 from parabench.case.result import Result
+from parabench.identity import CaseId
+from parabench.identity import Scope as ScopeKey
 from parabench.sweep.report import Row, format_table, not_applicable, summarize
 
 SAMPLES_NOTE = (
@@ -91,10 +92,6 @@ class ReportData:
         return not_applicable(self.rows)
 
 
-def _slug(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
-
-
 def amdahl_lines(cands: Sequence[Candidate]) -> list[str]:
     """Per method with >= 3 worker counts: fitted serial fraction, predicted speedup at 2x."""
     by: dict[tuple, list[Candidate]] = defaultdict(list)
@@ -143,19 +140,19 @@ def build(results: Iterable[Result], *, out_dir: Path, baselines: Iterable[Resul
     results = list(results)
     baselines = list(baselines)
     recs = recommend(results, baselines)
-    by_scope: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
+    by_scope: dict[ScopeKey, list[Result]] = defaultdict(list)
     for r in results:
-        by_scope[(r.workload, r.device, r.profile)].append(r)
+        by_scope[CaseId.recorded(r).scope].append(r)
     all_cands = candidates([*results, *baselines])
     rec_of = {(rec.workload, rec.device, rec.profile): rec for rec in recs}
     scopes = []
     for key, rs in sorted(by_scope.items()):
-        cands = [c for c in all_cands if (c.key[0], c.key[2], c.key[5]) == key]
+        cands = [c for c in all_cands if c.key.scope == key]
         if not cands:
             continue
         figs = {}
         if figures:
-            figs = plots.save(plots.scope_figures(cands, rs), out_dir, _slug(*key))
+            figs = plots.save(plots.scope_figures(cands, rs), out_dir, key.slug())
         scopes.append(Scope(workload=key[0], device=key[1], profile=key[2],
                             recommendation=rec_of.get(key), candidates=cands, figures=figs,
                             amdahl=amdahl_lines(cands), parity=parity_rows(cands)))

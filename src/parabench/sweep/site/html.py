@@ -17,6 +17,7 @@ from pathlib import Path
 
 from parabench.analysis.figures import memory_cell
 from parabench.analysis.stats import rate_text
+from parabench.identity import CaseId
 from parabench.sweep.report import TO_TARGET, Row, mfu_cell, windows_phrase
 from parabench.sweep.site.build import SAMPLES_NOTE, SPEED_NOTE, ReportData, Scope
 
@@ -108,7 +109,7 @@ def _problems(data: ReportData) -> str:
     if data.problems:
         out.append("<table><tr><th>case</th><th>status</th><th>reason</th></tr>")
         for r in data.problems:
-            case = f"{r.workload}/{r.method} {r.device} w={r.workers} bs={r.batch_size} r{r.repeat}"
+            case = CaseId.recorded(r).label()
             out.append(f"<tr><td>{escape(case)}</td><td>{escape(r.status)}</td>"
                        f"<td><pre>{escape(r.reason)}</pre></td></tr>")
         out.append("</table>")

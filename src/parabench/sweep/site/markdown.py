@@ -7,6 +7,7 @@ Usage::
 
 from __future__ import annotations
 
+from parabench.identity import CaseId
 from parabench.sweep.site.build import SAMPLES_NOTE, ReportData
 
 
@@ -30,8 +31,7 @@ def render_markdown(data: ReportData) -> str:
         out += ["## Cases that failed, timed out or were skipped", ""]
         for r in data.problems:
             reason = " ".join(r.reason.split())
-            out.append(f"- {r.workload}/{r.method} {r.device} w={r.workers} "
-                       f"bs={r.batch_size} r{r.repeat}: **{r.status}**: {reason}")
+            out.append(f"- {CaseId.recorded(r).label()}: **{r.status}**: {reason}")
         out.append("")
     if data.not_applicable:
         out += [data.not_applicable, ""]
