@@ -24,11 +24,10 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   for torch workloads, the threads forest for estimators; TensorFlow's data-parallel method
   covers itself on mlp, the cheapest workload with a Keras model).
 * the baseline of every runnable case (serial, tf_serial for the TensorFlow methods) at the
-  grid's threads, so every row has its parity and its speedup at equal cores. The extra
-  ratio baseline (serial at 1 thread, for 2 x 1's scaling efficiency) only where it is cheap
-  (guessed <= :data:`COVERAGE_EXTRA_MAX_S`): at 1 thread conv_autoencoder, seq2seq and
-  densenet121 would add ~1 minute; those rows' scaling efficiency names the run to add
-  (``--all`` has it).
+  grid's threads, and every other baseline run its ratios read
+  (:func:`parabench.analysis.ratios.baseline_keys`, the comparer's own rule: serial at 1
+  thread for 2 x 1's scaling efficiency), so every row has its parity, its speedup at equal
+  cores and its scaling efficiency, and the run ends with no "missing baseline" hint.
 * 1 epoch at the ``tiny`` profile unless told otherwise (the CLI's defaults), except a
   workload where a statistical method's quality verdict would be blind after so few epochs
   and its converged check is cheap (:func:`_held_to_target`: mlp at tiny, fedavg): its cases
@@ -68,16 +67,12 @@ from parabench.sweep.plan import (
     with_ratio_baselines,
 )
 
-__all__ = ["COVERAGE_EXTRA_MAX_S", "COVERAGE_HOLD_MAX_S", "COVERAGE_WORKERS", "coverage",
+__all__ = ["COVERAGE_HOLD_MAX_S", "COVERAGE_WORKERS", "coverage",
            "data_parallel_methods"]
 
 
 #: worker count of the coverage grid's multi-worker cases: the smallest that parallelises
 COVERAGE_WORKERS = 2
-#: the coverage grid's extra ratio baselines (serial at another thread count) are planned only
-#: when guessed to take at most this long: at tiny, mlp, cnn, nbow, vgg11 and random_forest
-#: (6-10 s); not conv_autoencoder, seq2seq (15-21 s), densenet121 (13 s) or tf_serial (26 s)
-COVERAGE_EXTRA_MAX_S = 10.0
 #: the coverage grid holds a workload to its target (:func:`_held_to_target`) only when its
 #: statistical case, trained to the target's epoch budget, is guessed to take at most this
 #: long: at tiny, mlp's fedavg (24 epochs, ~20 s); not vgg11 (27 s), densenet121 (39 s) or
@@ -109,8 +104,7 @@ def coverage(grid: Grid) -> list[Case]:
             return Case(config=config, skip_reason=skip_reason(
                 config, oversubscribe=grid.oversubscribe, cores=cores))
 
-        out += with_ratio_baselines(_coverage_slot(grid, judged), grid, cores,
-                                     max_s=COVERAGE_EXTRA_MAX_S)
+        out += with_ratio_baselines(_coverage_slot(grid, judged), grid, cores)
     return _held_to_target(out) if grid.target_quality is None else out
 
 
