@@ -28,6 +28,11 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   (:func:`parabench.analysis.ratios.baseline_keys`, the comparer's own rule: serial at 1
   thread for 2 x 1's scaling efficiency), so every row has its parity, its speedup at equal
   cores and its scaling efficiency, and the run ends with no "missing baseline" hint.
+  That cost four runs (conv_autoencoder, densenet121, seq2seq and tf_serial at 1 thread,
+  ~1.5 minutes guessed); to stay within the run's 10 minutes densenet121 left the grid
+  (``Workload.in_coverage``: after one tiny epoch it is near chance, so its rows said
+  little, and vgg11 covers a BatchNorm image classifier under ddp; ``--all`` or
+  ``--workload densenet121`` runs it).
 * 1 epoch at the ``tiny`` profile unless told otherwise (the CLI's defaults), except a
   workload where a statistical method's quality verdict would be blind after so few epochs
   and its converged check is cheap (:func:`_held_to_target`: mlp at tiny, fedavg): its cases
@@ -35,8 +40,8 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   budget as their most epochs, so the statistical row trains on to that budget and is judged
   against serial's measured seeds (its stated blind spot shrinks from one epoch's seed
   spread to the converged one's), and the workload's answer ranks by time to the target.
-  Where that hold is guessed to take more than :data:`COVERAGE_HOLD_MAX_S` (vgg11,
-  densenet121, seq2seq's BatchNorm or dropout ddp), the row keeps its one-epoch verdict and
+  Where that hold is guessed to take more than :data:`COVERAGE_HOLD_MAX_S` (vgg11's and
+  seq2seq's BatchNorm or dropout ddp), the row keeps its one-epoch verdict and
   states its wider blind spot; ``--target-quality`` holds them all.
   ``parabench run --dry-run`` shows how many cases that is and the estimate from the guesses
   of :mod:`parabench.sweep.dryrun`, most of it start-up (Spark, TensorFlow); adding or
