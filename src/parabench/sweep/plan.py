@@ -19,11 +19,12 @@ method *supports* at its default worker counts, profile-free; ``$PARABENCH_WORKL
 :func:`case_markers`, whose markers come from :data:`parabench.hardware.REQUIREMENTS`.
 Baselines come first, so every later case can be checked against them. When a sweep selects
 the baseline method, it also gets the baseline runs its ratios need, as
-:func:`parabench.analysis.ratios.baseline_keys` (the keys :func:`~parabench.analysis.ratios.ratios`
-looks up; one rule, so planner and comparer cannot disagree) names them: for each runnable case of ``w`` workers x ``t``
-threads, the baseline at ``w x t`` threads (speedup at equal cores) and at ``t`` threads
-(scaling efficiency), at the same workload, device, batch, options and repeat. The run at the
-grid's own threads stays last, so it is the one parity checks against, as before.
+:func:`parabench.analysis.ratios.baseline_keys` names them (the keys
+:func:`~parabench.analysis.ratios.ratios` looks up: one rule, so planner and comparer cannot
+disagree): for each runnable case of ``w`` workers x ``t`` threads, the baseline at ``w x t``
+threads (speedup at equal cores) and at ``t`` threads (scaling efficiency), at the same
+workload, device, batch, options and repeat. The run at the grid's own threads stays last,
+so it is the one parity checks against, as before.
 
 **The coverage grid** (``Grid(coverage=True)``: what ``parabench run`` plans when given neither
 ``--workload`` nor ``--method``) is planned by :mod:`parabench.sweep.coverage`.
