@@ -123,7 +123,8 @@ class Workload(ABC):
     #: (cheapest first, :func:`parabench.sweep.bench.smoke_cases`); None: after the ranked ones
     smoke_rank: ClassVar[int | None] = None
     #: whether the coverage grid (a bare ``parabench run``) trains it; False for a workload
-    #: sized for another machine whose code another covered workload runs (gpt2: gpt's)
+    #: sized for another machine whose code another covered workload runs (gpt2: gpt's), or
+    #: one whose rows there say little for their time (densenet121: near chance after 1 epoch)
     in_coverage: ClassVar[bool] = True
 
     @abstractmethod

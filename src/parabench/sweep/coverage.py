@@ -25,11 +25,15 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   for torch workloads, the threads forest for estimators; TensorFlow's data-parallel method
   covers itself on mlp, the cheapest workload with a Keras model).
 * the baseline of every runnable case (serial, tf_serial for the TensorFlow methods) at the
-  grid's threads, so every row has its parity and its speedup at equal cores. The extra
-  ratio baseline (serial at 1 thread, for 2 x 1's scaling efficiency) only where it is cheap
-  (guessed <= :data:`COVERAGE_EXTRA_MAX_S`): at 1 thread conv_autoencoder, seq2seq and
-  densenet121 would add ~1 minute; those rows' scaling efficiency names the run to add
-  (``--all`` has it).
+  grid's threads, and every other baseline run its ratios read
+  (:func:`parabench.analysis.ratios.baseline_keys`, the comparer's own rule: serial at 1
+  thread for 2 x 1's scaling efficiency), so every row has its parity, its speedup at equal
+  cores and its scaling efficiency, and the run ends with no "missing baseline" hint.
+  That cost four runs (conv_autoencoder, densenet121, seq2seq and tf_serial at 1 thread,
+  ~1.5 minutes guessed); to stay within the run's 10 minutes densenet121 left the grid
+  (``Workload.in_coverage``: after one tiny epoch it is near chance, so its rows said
+  little, and vgg11 covers a BatchNorm image classifier under ddp; ``--all`` or
+  ``--workload densenet121`` runs it).
 * 1 epoch at the ``tiny`` profile unless told otherwise (the CLI's defaults), except a
   workload where a statistical method's quality verdict would be blind after so few epochs
   and its converged check is cheap (:func:`_held_to_target`: mlp at tiny, fedavg): its cases
@@ -37,8 +41,8 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   budget as their most epochs, so the statistical row trains on to that budget and is judged
   against serial's measured seeds (its stated blind spot shrinks from one epoch's seed
   spread to the converged one's), and the workload's answer ranks by time to the target.
-  Where that hold is guessed to take more than :data:`COVERAGE_HOLD_MAX_S` (vgg11,
-  densenet121, seq2seq's BatchNorm or dropout ddp), the row keeps its one-epoch verdict and
+  Where that hold is guessed to take more than :data:`COVERAGE_HOLD_MAX_S` (vgg11's and
+  seq2seq's BatchNorm or dropout ddp), the row keeps its one-epoch verdict and
   states its wider blind spot; ``--target-quality`` holds them all.
   ``parabench run --dry-run`` shows how many cases that is and the estimate from the guesses
   of :mod:`parabench.sweep.dryrun`, most of it start-up (Spark, TensorFlow); adding or
@@ -70,16 +74,12 @@ from parabench.sweep.plan import (
     with_ratio_baselines,
 )
 
-__all__ = ["COVERAGE_EXTRA_MAX_S", "COVERAGE_HOLD_MAX_S", "COVERAGE_WORKERS", "coverage",
+__all__ = ["COVERAGE_HOLD_MAX_S", "COVERAGE_WORKERS", "coverage",
            "data_parallel_methods"]
 
 
 #: worker count of the coverage grid's multi-worker cases: the smallest that parallelises
 COVERAGE_WORKERS = 2
-#: the coverage grid's extra ratio baselines (serial at another thread count) are planned only
-#: when guessed to take at most this long: at tiny, mlp, cnn, nbow, vgg11 and random_forest
-#: (6-10 s); not conv_autoencoder, seq2seq (15-21 s), densenet121 (13 s) or tf_serial (26 s)
-COVERAGE_EXTRA_MAX_S = 10.0
 #: the coverage grid holds a workload to its target (:func:`_held_to_target`) only when its
 #: statistical case, trained to the target's epoch budget, is guessed to take at most this
 #: long: at tiny, mlp's fedavg (24 epochs, ~20 s); not vgg11 (27 s), densenet121 (39 s) or
@@ -111,8 +111,7 @@ def coverage(grid: Grid) -> list[Case]:
             return Case(config=config, skip_reason=skip_reason(
                 config, oversubscribe=grid.oversubscribe, cores=cores))
 
-        out += with_ratio_baselines(_coverage_slot(grid, judged), grid, cores,
-                                     max_s=COVERAGE_EXTRA_MAX_S)
+        out += with_ratio_baselines(_coverage_slot(grid, judged), grid, cores)
     return _held_to_target(out) if isinstance(grid.stop, Epochs) else out
 
 

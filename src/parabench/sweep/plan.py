@@ -18,11 +18,13 @@ method *supports* at its default worker counts, profile-free; ``$PARABENCH_WORKL
 :meth:`Grid.config`, judge them with :func:`skip_reason` and mark them with
 :func:`case_markers`, whose markers come from :data:`parabench.hardware.REQUIREMENTS`.
 Baselines come first, so every later case can be checked against them. When a sweep selects
-the baseline method, it also gets the baseline runs its ratios need
-(:func:`parabench.analysis.ratios.ratios`): for each runnable case of ``w`` workers x ``t``
-threads, the baseline at ``w x t`` threads (speedup at equal cores) and at ``t`` threads
-(scaling efficiency), at the same workload, device, batch, options and repeat. The run at the
-grid's own threads stays last, so it is the one parity checks against, as before.
+the baseline method, it also gets the baseline runs its ratios need, as
+:func:`parabench.analysis.ratios.baseline_keys` names them (the keys
+:func:`~parabench.analysis.ratios.ratios` looks up: one rule, so planner and comparer cannot
+disagree): for each runnable case of ``w`` workers x ``t`` threads, the baseline at ``w x t``
+threads (speedup at equal cores) and at ``t`` threads (scaling efficiency), at the same
+workload, device, batch, options and repeat. The run at the grid's own threads stays last,
+so it is the one parity checks against, as before.
 
 **The coverage grid** (``Grid(coverage=True)``: what ``parabench run`` plans when given neither
 ``--workload`` nor ``--method``) is planned by :mod:`parabench.sweep.coverage`.
@@ -37,12 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from parabench import hardware
+from parabench.analysis.ratios import baseline_keys
 from parabench.case.target import default_max_epochs, resolve
 from parabench.config import DEVICES, BatchSize, ConfigError, RunConfig, available_cores
 from parabench.identity import (
     BASELINE_METHOD,
     CaseId,
-    baseline_of,
     baseline_threads,
     is_baseline,
     slug,
@@ -225,20 +227,16 @@ def plan(grid: Grid) -> list[Case]:
     return with_ratio_baselines(cases, grid, cores)
 
 
-def with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
-                          max_s: float | None = None) -> list[Case]:
+def with_ratio_baselines(cases: list[Case], grid: Grid, cores: int) -> list[Case]:
     """``cases`` plus, before each planned baseline run, the same baseline at every other
-    thread count the runnable cases' ratios need (none when no baseline run is planned);
-    with ``max_s``, only those whose guessed time is at most that many seconds."""
-    from parabench.sweep.dryrun import guess_s
-
+    thread count the runnable cases' ratios need (none when no baseline run is planned)."""
     needed: dict[tuple, set[int]] = {}
     for case in cases:
         c = case.config
         if case.skip_reason is None and not is_baseline(c.method):
-            base = baseline_of(c.method)
-            needed.setdefault(CaseId.of(c).baseline_slot(base), set()).update(
-                baseline_threads(c.workload, base, t) for t in (c.workers * c.threads, c.threads))
+            cid = CaseId.of(c)  # the runs ratios() will look for: the comparer's own rule
+            for want in baseline_keys(cid.group):
+                needed.setdefault(cid.baseline_slot(want.method), set()).add(want.threads)
     out: list[Case] = []
     for case in cases:
         c = case.config
@@ -250,8 +248,6 @@ def with_ratio_baselines(cases: list[Case], grid: Grid, cores: int,
             slot = CaseId.of(c).baseline_slot(c.method)
             for threads in sorted(needed.get(slot, set()) - {c.threads}):
                 extra = c.replace(threads_per_worker=threads)
-                if max_s is not None and guess_s(extra) > max_s:
-                    continue
                 out.append(Case(config=extra, skip_reason=skip_reason(
                     extra, oversubscribe=grid.oversubscribe, cores=cores)))
         out.append(case)
