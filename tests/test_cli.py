@@ -55,6 +55,8 @@ E2E_USAGE_ERROR = ["run", "--workload", "resnet9000"]
     [
         (["run", "--workload", "resnet9000"], "unknown workload 'resnet9000'; valid: "),
         (["run", "--method", "nope"], "unknown method 'nope'; valid: "),
+        (["run", "--method", "serial,threads"],
+         "'threads' is now 'rf_threads' (random-forest engines are namespaced)"),
         (["run", "--workers", "0"], "invalid worker counts"),
         (["run", "--workers", "two"], "invalid worker counts"),
         (["run", "--batch-size", "-3"], "invalid batch sizes"),
