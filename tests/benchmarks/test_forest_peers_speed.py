@@ -9,9 +9,9 @@ Each row starts its session once, fits once as warm-up, then times ``ROUNDS`` fi
 session's own ``EpochStats.seconds``, what a result reports) and records the median.
 ``extra_info`` holds the median, the speedup over serial's median and the ratio to the best
 peer (the faster of xgboost and lightgbm; > 1 means faster than it), with the held-out
-accuracy and its gap to serial. The peers run first; the xgboost row measures lightgbm once more, untimed by
-pytest-benchmark, to know the best peer (every row compares with a method's first
-measurement). The last test prints the whole table and records it in its ``extra_info``
+accuracy and its gap to serial. The peers run first; the xgboost row measures lightgbm once
+more, untimed by pytest-benchmark, to know the best peer (every row compares with a method's
+first measurement). The last test prints the whole table and records it in its ``extra_info``
 (a method no earlier row measured is measured there, so ``-k table`` alone works). No target
 is asserted: it is a comparison, not a gate.
 
