@@ -30,7 +30,7 @@ branch=${ASV_BRANCH:-main}
 export PARABENCH_ASV_PROFILE=${PARABENCH_ASV_PROFILE:-tiny}
 # asv -b matches "bench_methods.<Class>.<benchmark>('<workload>', '<method>', '<device>', <workers>)"
 default_bench="\\('mlp', '(serial', 'cpu', 1|ddp', 'cpu', 2)\\)"
-default_bench+="|\\('random_forest', '(serial', 'cpu', 1|threads', 'cpu', 2)\\)"
+default_bench+="|\\('random_forest', '(serial', 'cpu', 1|rf_threads', 'cpu', 2)\\)"
 bench=${ASV_BENCH:-$default_bench}
 if [ "$bench" != all ]; then asv_args+=(--bench "$bench"); fi
 

@@ -126,7 +126,7 @@ fi
 
 if has forest; then
   stamp forest
-  timeout 60 $R --profile tiny --workload random_forest --method numba,torch,threads+torch \
+  timeout 60 $R --profile tiny --workload random_forest --method rf_numba,rf_torch,rf_threads+torch \
     --workers 1 >> "$LOG" 2>&1
   echo "forest rc=$?" >> "$LOG"
 fi

@@ -50,7 +50,8 @@ SCENARIOS = {
     "mlp-2": "--workload mlp --method serial,ddp,fedavg,fsdp --workers 1,2",
     "mlp-1": "--workload mlp --method serial,ddp,fedavg --workers 1",
     "vgg11-2": "--workload vgg11 --method serial,ddp,fedavg --workers 2",
-    "random_forest-2": "--workload random_forest --method serial,threads,processes --workers 1,2",
+    "random_forest-2": "--workload random_forest --method serial,rf_threads,rf_processes "
+                       "--workers 1,2",
 }
 COMMON = ["--profile", "tiny", "--target-quality"]
 

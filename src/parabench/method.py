@@ -177,6 +177,9 @@ class Method(ABC):
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     #: workload families this method can train ("torch", "estimator")
     families: ClassVar[frozenset[str]] = frozenset()
+    #: True for a peer: another library's own implementation run as it ships (XGBoost,
+    #: LightGBM, cuML), compared with parabench's engines; ``parabench list`` groups them apart
+    peer: ClassVar[bool] = False
     #: None: any count; otherwise the largest worker count this method can use
     max_workers: ClassVar[int | None] = None
     #: how results compare with ``serial`` (see :mod:`parabench.analysis.parity`): "exact" -

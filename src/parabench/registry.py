@@ -36,13 +36,31 @@ T = TypeVar("T")
 #: comma-separated modules imported on first lookup: register without packaging a plugin
 PLUGINS_ENV = "PARABENCH_PLUGINS"
 
+#: retired method name -> its current name: the random-forest engines, namespaced so that none
+#: reads as a training method (``--method torch`` grew a forest). Results recorded under the
+#: old names are read under the new ones; the CLI refuses an old name, saying the new one
+RENAMED_METHODS: dict[str, str] = {old: f"rf_{old}" for old in (
+    "threads", "processes", "dask", "dask+threads", "mpi", "spark", "torch", "tf", "numba",
+    "threads+torch", "torch+dask", "dask+threads+torch")}
+
+
+def current_method(name: str) -> str:
+    """The name a method recorded as ``name`` has now (``name`` itself unless renamed)."""
+    return RENAMED_METHODS.get(name, name)
+
 
 class UnknownNameError(KeyError):
-    """A workload or method name that is not registered; the message lists the valid ones."""
+    """A workload or method name that is not registered; the message lists the valid ones,
+    or, for a renamed method, says its new name."""
 
-    def __init__(self, kind: str, name: str, valid: list[str]) -> None:
+    def __init__(self, kind: str, name: str, valid: list[str], renamed: str | None = None,
+                 why: str = "") -> None:
         self.kind, self.name, self.valid = kind, name, valid
-        super().__init__(f"unknown {kind} {name!r}; valid: {', '.join(valid) or '(none)'}")
+        if renamed is not None:  # one line: the new name and why
+            message = f"{name!r} is now {renamed!r}" + (f" ({why})" if why else "")
+        else:
+            message = f"unknown {kind} {name!r}; valid: {', '.join(valid) or '(none)'}"
+        super().__init__(message)
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
@@ -59,8 +77,12 @@ def import_submodules(package: str, path: list[str]) -> None:
 class Registry(Generic[T]):
     """Name -> factory map, filled by built-in modules and by entry points on first use."""
 
-    def __init__(self, kind: str, builtin_module: str, group: str) -> None:
+    def __init__(self, kind: str, builtin_module: str, group: str,
+                 renamed: Mapping[str, str] | None = None, renamed_why: str = "") -> None:
         self.kind = kind
+        #: retired name -> current name: asking for a retired name says the current one (and
+        #: ``renamed_why``)
+        self.renamed, self._renamed_why = dict(renamed or {}), renamed_why
         self._builtin_module = builtin_module
         self._group = group
         self._factories: dict[str, Callable[[], T]] = {}
@@ -101,7 +123,8 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         self._load()
         if name not in self._factories:
-            raise UnknownNameError(self.kind, name, self.names())
+            raise UnknownNameError(self.kind, name, self.names(), self.renamed.get(name),
+                                   self._renamed_why)
         if name not in self._instances:
             self._instances[name] = self._factories[name]()
         return self._instances[name]
@@ -128,7 +151,9 @@ class Registry(Generic[T]):
 
 
 workloads: Registry[Workload] = Registry("workload", "parabench.workloads", "parabench.workloads")
-methods: Registry[Method] = Registry("method", "parabench.methods", "parabench.methods")
+methods: Registry[Method] = Registry("method", "parabench.methods", "parabench.methods",
+                                     renamed=RENAMED_METHODS,
+                                     renamed_why="random-forest engines are namespaced")
 
 
 def _options_of(owner: object) -> Mapping[str, OptionSpec]:

@@ -126,7 +126,7 @@ def test_a_printed_p_never_reads_as_crossing_the_threshold(p: float, text: str) 
 def test_cases_are_matched_on_the_same_work_and_skips_are_left_out() -> None:
     from sweepdata import skipped
 
-    base = [*sweep(epochs=8), skipped("cnn", "threads", "threads does not support workload")]
+    base = [*sweep(epochs=8), skipped("cnn", "rf_threads", "rf_threads does not support workload")]
     cmp = compare(base, sweep(epochs=6))
     assert cmp.changes == [] and len(cmp.only_base) == len(cmp.only_new) == 3
     [serial] = [c for c in compare(base, base).changes if c.key[1] == "serial"]

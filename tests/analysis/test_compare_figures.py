@@ -122,7 +122,7 @@ def test_the_baseline_shares_data_options_and_is_the_methods_baseline_method() -
 def test_an_estimators_serial_baseline_is_its_one_thread_run() -> None:
     """serial fits scikit-learn with n_jobs=1: at 2 total cores its baseline is the t=1 run
     (the planner runs it once), and a torch workload still needs serial at 2 threads."""
-    forest = key("threads", 2, 1, batch="-", workload="random_forest")
+    forest = key("rf_threads", 2, 1, batch="-", workload="random_forest")
     times = {forest: 2.0, key("serial", 1, 1, batch="-", workload="random_forest"): 3.0}
     r = compare.ratios(forest, times)
     assert r.speedup.value == 1.5 and r.speedup.baseline == "serial/cpu t=1 bs=-"
@@ -135,7 +135,7 @@ def test_an_estimators_serial_baseline_is_its_one_thread_run() -> None:
 def test_the_plan_runs_an_estimators_serial_baseline_once_at_one_thread() -> None:
     from parabench.sweep.plan import Grid, plan
 
-    cases = plan(Grid(workloads=("random_forest",), methods=("serial", "threads"),
+    cases = plan(Grid(workloads=("random_forest",), methods=("serial", "rf_threads"),
                       workers=(2,), threads_per_worker=1, profile="tiny"))
     serial = [c.config for c in cases if c.config.method == "serial"]
     assert [c.threads for c in serial] == [1]

@@ -218,8 +218,8 @@ def _forest(method: str, quality: float, sha: str) -> Result:
 
 def test_seed_exact_forests_need_identical_predictions_and_a_zero_gap() -> None:
     serial = _forest("serial", 0.86, "abc")
-    same = assess(_forest("threads", 0.86, "abc"), [serial])
-    other = assess(_forest("threads", 0.86, "abd"), [serial])  # same accuracy, other trees
+    same = assess(_forest("rf_threads", 0.86, "abc"), [serial])
+    other = assess(_forest("rf_threads", 0.86, "abd"), [serial])  # same accuracy, other trees
     assert same.status == "ok" and same.basis == "predictions" and same.identical
     assert same.tolerance == 0.0 and same.gap == 0.0
     assert other.status == "failed" and not other.identical

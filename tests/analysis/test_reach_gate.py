@@ -115,7 +115,7 @@ def test_only_statistical_methods_are_held_and_only_when_they_may_train_that_lon
     assert hold_epochs(cnn, config("fedavg")) == 8
     assert hold_epochs(cnn, config("fedavg", epochs=4)) is None  # --max-epochs 4
     assert hold_epochs(cnn, config("ddp")) is None and hold_epochs(cnn, config("serial")) is None
-    assert hold_epochs(forest, config("spark", workload="random_forest")) is None  # one fit
+    assert hold_epochs(forest, config("rf_spark", workload="random_forest")) is None  # one fit
 
 
 def test_a_held_tracker_keeps_the_first_crossing_and_stops_after_the_budget() -> None:

@@ -150,9 +150,9 @@ def test_a_forest_recommendation_gets_its_speedup_over_the_one_thread_serial_fit
     results where threads 2x1 is fastest, the answer used to say 'speedup unknown' and ask
     for a serial run at 2 threads, which cannot help."""
     results = [result("serial", 1, epochs(10.0), workload="random_forest", threads=1),
-               result("threads", 2, epochs(5.5), workload="random_forest", threads=1)]
+               result("rf_threads", 2, epochs(5.5), workload="random_forest", threads=1)]
     [rec] = recommend(results)
-    assert rec.best is not None and rec.best.method == "threads"
+    assert rec.best is not None and rec.best.method == "rf_threads"
     assert rec.speedup == pytest.approx(10.0 / 5.5, rel=0.02)
     text = "\n".join(describe(rec))
     assert "speedup unknown" not in text and "1.82x serial's throughput" in text

@@ -3,15 +3,15 @@
     pytest tests/benchmarks/test_forest_peers_speed.py --benchmark-only -s   # measure, table
     pytest tests/benchmarks/test_forest_peers_speed.py                       # smoke: tiny
 
-In one run, at 2 workers: ``serial`` (sklearn, one core), sklearn ``threads``, the histogram
-forests ``numba`` and ``torch``, and the peers ``xgboost`` and ``lightgbm``. Each row starts
-its session once, fits once as warm-up, then times ``ROUNDS`` fits (the session's own
-``EpochStats.seconds``, what a result reports) and records the median. ``extra_info`` holds
-the median, the speedup over serial's median and the ratio to the best peer (the faster of
-xgboost and lightgbm; > 1 means faster than it), with the held-out accuracy and its gap to
-serial. The peers run first; the xgboost row measures lightgbm once more, untimed by
-pytest-benchmark, to know the best peer (every row compares with a method's first
-measurement). The last test prints the whole table and records it in its ``extra_info``
+In one run, at 2 workers: ``serial`` (sklearn, one core), sklearn ``rf_threads``, the
+histogram forests ``rf_numba`` and ``rf_torch``, and the peers ``xgboost`` and ``lightgbm``.
+Each row starts its session once, fits once as warm-up, then times ``ROUNDS`` fits (the
+session's own ``EpochStats.seconds``, what a result reports) and records the median.
+``extra_info`` holds the median, the speedup over serial's median and the ratio to the best
+peer (the faster of xgboost and lightgbm; > 1 means faster than it), with the held-out
+accuracy and its gap to serial. The peers run first; the xgboost row measures lightgbm once
+more, untimed by pytest-benchmark, to know the best peer (every row compares with a method's
+first measurement). The last test prints the whole table and records it in its ``extra_info``
 (a method no earlier row measured is measured there, so ``-k table`` alone works). No target
 is asserted: it is a comparison, not a gate.
 
@@ -48,11 +48,11 @@ METHODS = [
     pytest.param("xgboost", marks=pytest.mark.xgboost),
     pytest.param("lightgbm", marks=pytest.mark.lightgbm),
     pytest.param("serial"),
-    pytest.param("threads"),
-    pytest.param("numba", marks=pytest.mark.numba),
-    pytest.param("torch", marks=pytest.mark.torch),
+    pytest.param("rf_threads"),
+    pytest.param("rf_numba", marks=pytest.mark.numba),
+    pytest.param("rf_torch", marks=pytest.mark.torch),
 ]
-TABLE_ORDER = ("serial", "threads", "numba", "torch", "xgboost", "lightgbm")
+TABLE_ORDER = ("serial", "rf_threads", "rf_numba", "rf_torch", "xgboost", "lightgbm")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,9 +1,9 @@
-"""Random-forest speed: harness overhead of ``threads``, and each forest method's speedup.
+"""Random-forest speed: harness overhead of ``rf_threads``, and each forest method's speedup.
 
     pytest tests/benchmarks/test_forest_speed.py --benchmark-only     # measure (quick profile)
     pytest tests/benchmarks/test_forest_speed.py                      # smoke: each body once
 
-(a) ``threads`` against calling scikit-learn directly with the same ``n_jobs``, in the same
+(a) ``rf_threads`` against calling scikit-learn directly with the same ``n_jobs``, in the same
 run: every round first fits the forest directly (timed here, in the untimed ``setup`` of
 ``benchmark.pedantic``), then runs one harness epoch (timed by pytest-benchmark), so both see
 the same machine noise. Target: the harness's throughput >= 0.98 x the direct call's, i.e.
@@ -48,18 +48,19 @@ SLOW = pytest.mark.slow
 #: smoke mode leaves out what this body would only repeat: a Spark case at tiny starts a JVM
 #: cluster (~30 s of a 2-core run) to fit once, as these default tests already do
 SMOKED_ELSEWHERE = {
-    "spark": "smoke: spark's tiny case runs in test_methods.py::test_window[random_forest-spark-"
-             "cpu-w2] and test_forest_engines.py::test_spark_forest_reaches_serial_quality_on_"
-             "loopback; this benchmark measures it with --benchmark-only",
+    "rf_spark": "smoke: rf_spark's tiny case runs in test_methods.py::test_window["
+                "random_forest-rf_spark-cpu-w2] and test_forest_engines.py::"
+                "test_spark_forest_reaches_serial_quality_on_loopback; this benchmark "
+                "measures it with --benchmark-only",
 }
 METHODS = [
-    pytest.param("threads", ROUNDS),
-    pytest.param("processes", ROUNDS, marks=SLOW),
-    pytest.param("dask", ROUNDS, marks=[pytest.mark.dask, SLOW]),
-    pytest.param("dask+threads", ROUNDS, marks=[pytest.mark.dask, SLOW]),
-    pytest.param("mpi", ROUNDS, marks=[pytest.mark.mpi, SLOW]),
+    pytest.param("rf_threads", ROUNDS),
+    pytest.param("rf_processes", ROUNDS, marks=SLOW),
+    pytest.param("rf_dask", ROUNDS, marks=[pytest.mark.dask, SLOW]),
+    pytest.param("rf_dask+threads", ROUNDS, marks=[pytest.mark.dask, SLOW]),
+    pytest.param("rf_mpi", ROUNDS, marks=[pytest.mark.mpi, SLOW]),
     # three quick-profile Spark fits outlast pytest-timeout's 600 s default here
-    pytest.param("spark", SLOW_ROUNDS,
+    pytest.param("rf_spark", SLOW_ROUNDS,
                  marks=[pytest.mark.spark, SLOW, pytest.mark.timeout(3600)]),
 ]
 
@@ -85,10 +86,10 @@ def _serial(profile: str, cache: dict[str, tuple[float, float]], steps: int) -> 
 
 
 def test_threads_fit_overhead_vs_direct_sklearn(benchmark: Any, profile: str) -> None:
-    config = BenchCase(workload=WORKLOAD, method="threads", device="cpu",
+    config = BenchCase(workload=WORKLOAD, method="rf_threads", device="cpu",
                        workers=WORKERS).config(profile)
     workload = workloads.get(WORKLOAD)
-    session = methods.get("threads").session(workload, config)
+    session = methods.get("rf_threads").session(workload, config)
     session.start()
     try:
         data = session.data  # type: ignore[attr-defined]

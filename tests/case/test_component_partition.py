@@ -42,8 +42,8 @@ CASES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "tp": ("gpt", 2, {}),  # tensor parallelism needs a workload with a plan
     "fsdp_tp": ("gpt", 4, {"tp": 2}),
     "pipeline_tp": ("gpt", 4, {"tp": 2, "stages": 2}),
-    "torch": ("random_forest", 1, {}),  # histogram forest: binning + grow
-    "mpi": ("random_forest", 2, {}),  # the round trip: slowest rank + gather/merge
+    "rf_torch": ("random_forest", 1, {}),  # histogram forest: binning + grow
+    "rf_mpi": ("random_forest", 2, {}),  # the round trip: slowest rank + gather/merge
 }
 
 
@@ -51,7 +51,7 @@ def _marks(name: str) -> list[Any]:
     marker = {req: mark for mark, req in hardware.markers().items()}
     marks = [getattr(pytest.mark, marker[r]) for r in sorted(methods.get(name).requires)
              if r in marker]
-    slow = ("hybrid", "mpi", "fsdp_tp", "pipeline_tp")  # 4 ranks on the 2 cores
+    slow = ("hybrid", "rf_mpi", "fsdp_tp", "pipeline_tp")  # 4 ranks on the 2 cores
     return marks + ([pytest.mark.slow] if name in slow else [])
 
 

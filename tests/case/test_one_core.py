@@ -70,7 +70,7 @@ def test_a_forest_grown_with_one_job_ran_on_one_core_in_the_cli(tmp_path: Path) 
     path = os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p)
     env = os.environ | {"PYTHONPATH": path, "PARABENCH_PLUGINS": "forest_bugs"}
     cmd = [sys.executable, "-m", "parabench", "run", "--workload", "random_forest",
-           "--method", "serial,threads,threads_onejob", "--workers", "2", "--profile", "quick",
+           "--method", "serial,rf_threads,threads_onejob", "--workers", "2", "--profile", "quick",
            "--epochs", "1", "--windows", "2", "--threads", "1", "--out", str(out)]
     # quick, not tiny: a tiny fit takes 0.03 s, too short for two threads to get going, so
     # the real threads forest also reads ~1 core there (0.97 on a quiet machine, 2026-11-26);
@@ -80,7 +80,7 @@ def test_a_forest_grown_with_one_job_ran_on_one_core_in_the_cli(tmp_path: Path) 
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = [Result.from_dict(json.loads(line)) for line in out.read_text().splitlines()]
     by = {r.method: r for r in results if r.workers == 2}
-    bug, real = by["threads_onejob"], by["threads"]
+    bug, real = by["threads_onejob"], by["rf_threads"]
     assert bug.status == "ok" and bug.parity and bug.parity.status == "ok", bug.parity
     assert all(r.window_cores is not None for r in results), [r.window_cores for r in results]
     # one thread grew every tree: however free the machine, at most about one core

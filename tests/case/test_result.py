@@ -76,3 +76,26 @@ def test_case_key_matches_the_config_key() -> None:
     cfg = RunConfig(workload="mlp", method="serial", profile="tiny", repeat=1)
     assert _result(config=cfg.to_dict()).case_key() == cfg.key()
     assert _result(config={"bogus": 1}).case_key() is None
+
+
+@pytest.mark.parametrize(("old", "new"), [("threads", "rf_threads"), ("torch", "rf_torch"),
+                                          ("dask+threads+torch", "rf_dask+threads+torch")])
+def test_a_result_recorded_under_a_retired_method_name_reads_under_the_new_one(
+        tmp_path: Path, old: str, new: str) -> None:
+    """A results file written before the random-forest engines took their ``rf_`` prefix:
+    its method (and requested config's) reads as the new name, so ``--resume`` finds the
+    case, and ``report`` / ``compare`` put it in the same row as a new result."""
+    from parabench.config import RunConfig
+    from parabench.identity import CaseId
+
+    cfg = RunConfig(workload="random_forest", method=new, profile="tiny", workers=2)
+    data = json.loads(_result(workload="random_forest", method=new, config=cfg.to_dict())
+                      .to_json())
+    data["method"] = data["config"]["method"] = old  # as the older version wrote it
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(data) + "\n")
+    [read] = read_results(path)
+    assert read.method == new and read.config["method"] == new
+    assert read.case_key() == cfg.key()  # what --resume compares
+    fresh = _result(workload="random_forest", method=new, config=cfg.to_dict())
+    assert CaseId.recorded(read).work == CaseId.recorded(fresh).work  # what compare pairs

@@ -30,10 +30,42 @@ def test_list_json_names_everything_and_says_what_runs_here() -> None:
         assert "CUDA" in serial["reason"]["cuda"]
 
 
-def test_list_text_is_readable() -> None:
+def test_list_groups_methods_by_family_one_line_each_within_120_columns() -> None:
     proc = cli("list")
-    assert proc.returncode == 0
-    assert "Workloads:" in proc.stdout and "serial" in proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Workloads:"
+    assert max(map(len, lines)) <= 120
+    methods = json.loads(cli("list", "--json").stdout)["methods"]
+    headings = [ln.split(": device")[0] for ln in lines if ln.endswith("runnable here?")]
+    for expected in ("Baseline (every workload)", "Training methods (torch)",
+                     "TensorFlow methods (torch, compared with tf_serial)",
+                     "Random-forest engines (random_forest)", "Peers (random_forest)"):
+        assert expected in headings
+    under, heading = {}, None  # method -> the heading it is listed under
+    for line in lines:
+        if line.endswith("runnable here?"):
+            heading = line.split(": device")[0]
+        elif line == "Why not here:":  # the footnotes, under the last group
+            heading = None
+        elif heading and line.startswith("  "):
+            under.setdefault(line.split()[0], []).append(heading)
+    assert {m["name"]: [m["group"]] for m in methods} == under  # each once, in its group
+    group = {m["name"]: m["group"] for m in methods}
+    assert group["ddp"] == "Training methods (torch)"
+    assert group["tf_serial"].startswith("TensorFlow methods")
+    assert {n for n, g in group.items() if g.startswith("Random-forest engines")} == {
+        "rf_threads", "rf_processes", "rf_dask", "rf_dask+threads", "rf_mpi", "rf_spark",
+        "rf_torch", "rf_tf", "rf_numba", "rf_threads+torch", "rf_torch+dask",
+        "rf_dask+threads+torch"}
+    assert {n for n, g in group.items() if g.startswith("Peers")} == {
+        "xgboost", "lightgbm", "cuml"}
+    # a device a method cannot use here names its footnote, and the footnote says why
+    for m in methods:
+        for device, reason in m["reason"].items():
+            [line] = [ln for ln in lines if ln.split()[:1] == [m["name"]]]
+            mark = line.split(f"{device} no ")[1].split()[0]
+            assert any(ln.startswith(mark) for ln in lines), (line, reason)
 
 
 def test_env_reports_the_runtime() -> None:
@@ -55,6 +87,8 @@ E2E_USAGE_ERROR = ["run", "--workload", "resnet9000"]
     [
         (["run", "--workload", "resnet9000"], "unknown workload 'resnet9000'; valid: "),
         (["run", "--method", "nope"], "unknown method 'nope'; valid: "),
+        (["run", "--method", "serial,threads"],
+         "'threads' is now 'rf_threads' (random-forest engines are namespaced)"),
         (["run", "--workers", "0"], "invalid worker counts"),
         (["run", "--workers", "two"], "invalid worker counts"),
         (["run", "--batch-size", "-3"], "invalid batch sizes"),

@@ -192,7 +192,7 @@ SETUP: dict[str, str] = {
         "model = workload.build_model(workload.make_data('tiny', 0), 0)"),
     "parabench.forest.hybrid": "workload = workloads.get('random_forest')\n"
                                "config = config.__class__(workload='random_forest', "
-                               "method='threads+torch', profile='tiny', workers=2)",
+                               "method='rf_threads+torch', profile='tiny', workers=2)",
     "parabench.forest.hybrid_worker": _FOREST + (
         "from parabench.forest.torch_kernel import TorchKernel\n"
         "prepared = Prepared.from_data(x, y, params.n_bins)"),
@@ -238,7 +238,7 @@ SETUP: dict[str, str] = {
         "session.start()\n__teardown__ = session.close\n"
         "epoch_s, startup_s, max_epochs = [0.1], 1.0, 3"),
     "parabench.cli_types": "import argparse\np = argparse.ArgumentParser()",
-    "parabench.engines": "config = config.__class__(workload='random_forest', method='dask', "
+    "parabench.engines": "config = config.__class__(workload='random_forest', method='rf_dask', "
                          "profile='tiny', workers=1)",
     "parabench.forest": _FOREST,
     "parabench.forest.binning": _FOREST + "feature, bin = np.array([0]), np.array([3])",

@@ -35,11 +35,11 @@ PROFILE = "tiny"
 WORKERS = 2
 TIMEOUT_S = 120.0
 EXACT = [
-    pytest.param("threads"),
-    pytest.param("processes"),
-    pytest.param("dask", marks=pytest.mark.dask),
-    pytest.param("dask+threads", marks=pytest.mark.dask),
-    pytest.param("mpi", marks=pytest.mark.mpi),
+    pytest.param("rf_threads"),
+    pytest.param("rf_processes"),
+    pytest.param("rf_dask", marks=pytest.mark.dask),
+    pytest.param("rf_dask+threads", marks=pytest.mark.dask),
+    pytest.param("rf_mpi", marks=pytest.mark.mpi),
 ]
 
 
@@ -179,14 +179,14 @@ def test_exact_method_predicts_like_serial_with_its_engine_kept_up(
     assert quality == workloads.get(WORKLOAD).score(forest, data.x_test, data.y_test)
     assert session.notes["predict_s"] > 0
     assert session.facts.predictions_sha == predictions_sha(forest.predict(data.x_test))
-    if method in {"processes", "dask", "dask+threads", "mpi"}:
+    if method in {"rf_processes", "rf_dask", "rf_dask+threads", "rf_mpi"}:
         assert len(engine) >= WORKERS, "workers must be children of the case process"
     assert not non_loopback_listeners(engine)
 
 
 @pytest.mark.dask
 def test_dask_cluster_listens_on_loopback_only(engines: Engines) -> None:
-    session, _, _ = engines.get("dask")
+    session, _, _ = engines.get("rf_dask")
     cluster = session.cluster  # type: ignore[attr-defined]
     # tls: the per-case certificate (the cryptography package is in the dask extra)
     assert cluster.client.scheduler.address.startswith("tls://127.0.0.1:")
@@ -198,7 +198,7 @@ def test_dask_cluster_listens_on_loopback_only(engines: Engines) -> None:
 def test_killed_dask_worker_fails_the_fit_and_leaves_nothing(engines: Engines) -> None:
     from parabench.engines.dask_cluster import WorkerLost
 
-    session, before, _ = engines.pop("dask")
+    session, before, _ = engines.pop("rf_dask")
     try:
         victim = next(iter(session.cluster.worker_pids))  # type: ignore[attr-defined]
         psutil.Process(victim).kill()
@@ -214,7 +214,7 @@ def test_killed_dask_worker_fails_the_fit_and_leaves_nothing(engines: Engines) -
 
 @pytest.mark.dask
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["dask", "dask+threads"])
+@pytest.mark.parametrize("method", ["rf_dask", "rf_dask+threads"])
 def test_dask_worker_killed_mid_fit_fails_the_fit_promptly(method: str, engines: Engines) -> None:
     """A worker dies while it grows trees (quick profile: fits long enough to hit one)."""
     import threading
@@ -241,7 +241,7 @@ def test_dask_worker_killed_mid_fit_fails_the_fit_promptly(method: str, engines:
 def test_killed_mpi_rank_fails_the_fit_and_leaves_nothing(engines: Engines) -> None:
     from parabench.forest.mpi_session import MPIJobLost
 
-    session, before, _ = engines.pop("mpi")
+    session, before, _ = engines.pop("rf_mpi")
     try:
         victim = session.notes["rank_pids"][1]
         psutil.Process(victim).kill()
@@ -256,7 +256,7 @@ def test_killed_mpi_rank_fails_the_fit_and_leaves_nothing(engines: Engines) -> N
 
 
 def test_killed_loky_worker_fails_the_fit_and_leaves_nothing(engines: Engines) -> None:
-    session, before, _ = engines.pop("processes")
+    session, before, _ = engines.pop("rf_processes")
     try:
         psutil.Process(session.notes["worker_pids"][0]).kill()
         with pytest.raises(Exception, match="died|terminated|killed"):
@@ -267,8 +267,8 @@ def test_killed_loky_worker_fails_the_fit_and_leaves_nothing(engines: Engines) -
     assert_nothing_left(before, engines)
 
 
-@pytest.mark.parametrize("method", [pytest.param("threads"),
-                                    pytest.param("dask+threads", marks=pytest.mark.dask)])
+@pytest.mark.parametrize("method", [pytest.param("rf_threads"),
+                                    pytest.param("rf_dask+threads", marks=pytest.mark.dask)])
 def test_close_twice_leaves_nothing_running(method: str, engines: Engines) -> None:
     session, before, _ = engines.pop(method)
     session.close()
@@ -276,8 +276,8 @@ def test_close_twice_leaves_nothing_running(method: str, engines: Engines) -> No
     assert_nothing_left(before, engines)
 
 
-@pytest.mark.parametrize("method", ["threads", "processes", "dask", "dask+threads", "mpi",
-                                    "spark"])
+@pytest.mark.parametrize("method", ["rf_threads", "rf_processes", "rf_dask", "rf_dask+threads",
+                                    "rf_mpi", "rf_spark"])
 def test_close_before_start_is_safe(method: str) -> None:
     session = methods.get(method).session(workloads.get(WORKLOAD), config(method))
     session.close()
@@ -294,8 +294,8 @@ def test_dask_uses_a_given_scheduler_and_leaves_it_running(serial: tuple[Any, An
                       dashboard_address=None) as cluster, Client(cluster) as user:
         address = cluster.scheduler_address
         workers_before = set(user.nthreads())
-        cfg = config("dask", workers=1, options={"dask_scheduler": address})
-        session = methods.get("dask").session(workloads.get(WORKLOAD), cfg)
+        cfg = config("rf_dask", workers=1, options={"dask_scheduler": address})
+        session = methods.get("rf_dask").session(workloads.get(WORKLOAD), cfg)
         try:
             session.start()
             session.train_epoch(0)
@@ -321,7 +321,7 @@ def test_spark_forest_reaches_serial_quality_on_loopback(
                      data.x_test, data.y_test) for rs in range(5)]
     margin = 3 * float(np.std(accs, ddof=1))
     before = descendants()
-    session = methods.get("spark").session(wl, config("spark", epochs=1))
+    session = methods.get("rf_spark").session(wl, config("rf_spark", epochs=1))
     try:
         session.start()
         jvm = descendants() - before
@@ -336,7 +336,7 @@ def test_spark_forest_reaches_serial_quality_on_loopback(
     session.close()
     assert_nothing_left(before, engines)
     assert quality >= float(np.mean(accs)) - margin, (quality, accs)
-    assert methods.get("spark").parity == "statistical"
+    assert methods.get("rf_spark").parity == "statistical"
 
 
 def test_processes_with_one_worker_runs_in_the_case_and_closes_without_killing_it(
@@ -347,7 +347,7 @@ def test_processes_with_one_worker_runs_in_the_case_and_closes_without_killing_i
     out = tmp_path / "one.jsonl"
     done = subprocess.run(
         [sys.executable, "-m", "parabench", "run", "--workload", "random_forest", "--method",
-         "processes", "--workers", "1", "--threads", "2", "--profile", "tiny", "--epochs", "1",
+         "rf_processes", "--workers", "1", "--threads", "2", "--profile", "tiny", "--epochs", "1",
          "--out", str(out)], capture_output=True, text=True, timeout=300,
         env={**os.environ, "PARABENCH_WINDOWS": "2", "PARABENCH_WINDOW_S": "0.05"})
     [row] = [json.loads(line) for line in out.read_text().splitlines()]

@@ -228,9 +228,9 @@ def _method_marks(name: str) -> list:
 
 @pytest.fixture(scope="module")
 def tiny_results() -> dict[str, object]:
-    """``serial`` and ``torch`` at tiny, run once for the module."""
+    """``serial`` and ``rf_torch`` at tiny, run once for the module."""
     out = {}
-    for name in ("serial", "torch"):
+    for name in ("serial", "rf_torch"):
         if methods.get(name).unavailable() is None:
             out[name] = execute(RunConfig(workload="random_forest", method=name, profile="tiny",
                                           epochs=2))
@@ -238,10 +238,10 @@ def tiny_results() -> dict[str, object]:
 
 
 @pytest.mark.parametrize("method", [pytest.param(m, marks=_method_marks(m)) for m in
-                                    ("torch", "tf", "numba", "threads+torch", "torch+dask",
-                                     "dask+threads+torch")])
+                                    ("rf_torch", "rf_tf", "rf_numba", "rf_threads+torch",
+                                     "rf_torch+dask", "rf_dask+threads+torch")])
 def test_method_runs_end_to_end_at_tiny(method: str, tiny_results: dict) -> None:
-    workers = 1 if method in ("torch", "tf", "numba") else 2
+    workers = 1 if method in ("rf_torch", "rf_tf", "rf_numba") else 2
     config = RunConfig(workload="random_forest", method=method, profile="tiny", epochs=2,
                        workers=workers)
     result = tiny_results.get(method) or execute(config)
@@ -251,15 +251,16 @@ def test_method_runs_end_to_end_at_tiny(method: str, tiny_results: dict) -> None
     serial = tiny_results["serial"].quality.value
     assert result.quality.value >= serial - SINGLE_RUN_MARGIN["tiny"]
     assert methods.get(method).parity == "statistical"
-    if "torch" in tiny_results and method != "torch":
+    if "rf_torch" in tiny_results and method != "rf_torch":
         # same seeds, same algorithm: the hybrids grow torch's very forest
         if "torch" in method:
-            assert result.quality.value == tiny_results["torch"].quality.value
-            assert result.loss == tiny_results["torch"].loss
+            assert result.quality.value == tiny_results["rf_torch"].quality.value
+            assert result.loss == tiny_results["rf_torch"].loss
 
 
 def test_hist_methods_only_train_random_forests() -> None:
-    for name in ("torch", "tf", "numba", "threads+torch", "torch+dask", "dask+threads+torch"):
+    for name in ("rf_torch", "rf_tf", "rf_numba", "rf_threads+torch", "rf_torch+dask",
+                 "rf_dask+threads+torch"):
         method = methods.get(name)
         assert method.supports(workloads.get("random_forest"))
         assert not method.supports(workloads.get("mlp"))

@@ -31,7 +31,7 @@ CASE = ["--workload", "random_forest", "--workers", "2", "--device", "cpu",
 def earlier(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results file holding one real, earlier ``ok`` result."""
     out = tmp_path_factory.mktemp("earlier") / "results.jsonl"
-    run = watch_run(["--workload", "random_forest", "--method", "threads", "--workers", "1",
+    run = watch_run(["--workload", "random_forest", "--method", "rf_threads", "--workers", "1",
                      "--profile", "tiny", "--epochs", "1"], out=out)
     assert run.rc == 0, run.stderr
     return out
@@ -64,7 +64,7 @@ def _pid(struck: str) -> int:
 @pytest.mark.dask
 def test_killed_dask_worker_fails_the_case_and_says_so(earlier: Path, tmp_path: Path) -> None:
     struck, reason = _strike_case(
-        "dask", lambda cmd: "--multiprocessing-fork" in cmd and "spawn_main" in " ".join(cmd),
+        "rf_dask", lambda cmd: "--multiprocessing-fork" in cmd and "spawn_main" in " ".join(cmd),
         earlier, tmp_path,
     )
     assert re.search(r"WorkerLost: (Dask worker\(s\) tls://127\.0\.0\.1:\d+ left the cluster|"
@@ -78,7 +78,7 @@ def test_killed_dask_worker_fails_the_case_and_says_so(earlier: Path, tmp_path: 
 def test_killed_mpi_rank_fails_the_case_and_names_it(earlier: Path, tmp_path: Path) -> None:
     struck, reason = _strike_case(
         # a rank, not the launcher (whose command line names the rank program too)
-        "mpi", lambda cmd: "parabench.forest.mpi_rank" in cmd and "mpiexec" not in cmd[0],
+        "rf_mpi", lambda cmd: "parabench.forest.mpi_rank" in cmd and "mpiexec" not in cmd[0],
         earlier, tmp_path,
     )
     assert re.search(rf"MPI rank \d \(pid {_pid(struck)}\) was killed by SIGKILL", reason), reason
@@ -87,6 +87,6 @@ def test_killed_mpi_rank_fails_the_case_and_names_it(earlier: Path, tmp_path: Pa
 @pytest.mark.spark
 def test_killed_spark_jvm_fails_the_case_and_names_it(earlier: Path, tmp_path: Path) -> None:
     struck, reason = _strike_case(
-        "spark", lambda cmd: "org.apache.spark.deploy.SparkSubmit" in cmd, earlier, tmp_path,
+        "rf_spark", lambda cmd: "org.apache.spark.deploy.SparkSubmit" in cmd, earlier, tmp_path,
     )
     assert f"the Spark JVM (pid {_pid(struck)}) died (SIGKILL)" in reason, reason

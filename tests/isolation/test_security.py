@@ -31,9 +31,9 @@ LISTENER_CASES = [
     pytest.param("mlp", "fsdp", marks=[TORCH, pytest.mark.slow]),
     pytest.param("mlp", "pipeline", marks=[TORCH, pytest.mark.slow]),
     pytest.param("mlp", "fedavg", marks=[TORCH, pytest.mark.slow]),
-    pytest.param("random_forest", "dask", marks=pytest.mark.dask),
-    pytest.param("random_forest", "mpi", marks=pytest.mark.mpi),
-    pytest.param("random_forest", "spark", marks=[pytest.mark.spark, pytest.mark.slow]),
+    pytest.param("random_forest", "rf_dask", marks=pytest.mark.dask),
+    pytest.param("random_forest", "rf_mpi", marks=pytest.mark.mpi),
+    pytest.param("random_forest", "rf_spark", marks=[pytest.mark.spark, pytest.mark.slow]),
 ]
 
 
@@ -189,11 +189,11 @@ def test_mpi_session_refuses_a_stranger_and_still_starts(tmp_path: Path) -> None
     from parabench.config import RunConfig
     from parabench.registry import workloads
 
-    _require("mpi")
+    _require("rf_mpi")
     marker = tmp_path / "unpickled"
-    cfg = RunConfig(workload="random_forest", method="mpi", workers=2, profile="tiny",
+    cfg = RunConfig(workload="random_forest", method="rf_mpi", workers=2, profile="tiny",
                     epochs=2, timeout_s=120.0)
-    session = methods.get("mpi").session(workloads.get("random_forest"), cfg)
+    session = methods.get("rf_mpi").session(workloads.get("random_forest"), cfg)
     before = {c.laddr.port for c in psutil.Process().net_connections("inet")}
     starter = threading.Thread(target=session.start)
     starter.start()
@@ -263,8 +263,8 @@ def test_cifar_batch_that_would_run_code_is_refused_unread(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(("method", "option", "value"), [
-    pytest.param("dask", "--dask-scheduler", "tcp://127.0.0.1:1", marks=pytest.mark.dask),
-    pytest.param("spark", "--spark-master", "spark://127.0.0.1:1", marks=pytest.mark.spark),
+    pytest.param("rf_dask", "--dask-scheduler", "tcp://127.0.0.1:1", marks=pytest.mark.dask),
+    pytest.param("rf_spark", "--spark-master", "spark://127.0.0.1:1", marks=pytest.mark.spark),
 ])
 def test_unreachable_external_engine_is_a_usage_error(
     method: str, option: str, value: str, tmp_path: Path

@@ -237,10 +237,10 @@ def test_history_script_defaults_to_tiny_and_a_bounded_selection() -> None:
 
     assert all(picked(*c) for c in [("mlp", "serial", 1), ("mlp", "ddp", 2),
                                     ("random_forest", "serial", 1),
-                                    ("random_forest", "threads", 2)])
+                                    ("random_forest", "rf_threads", 2)])
     assert not any(picked(*c) for c in [("mlp", "ddp", 1), ("cnn", "ddp", 2),
                                         ("vgg11", "serial", 1),
-                                        ("random_forest", "threads+torch", 2)])
+                                        ("random_forest", "rf_threads+torch", 2)])
 
 
 def _result(**fields: Any) -> Any:

@@ -58,11 +58,11 @@ def test_speedup_uses_the_serial_case_already_in_the_out_file() -> None:
 
 def test_unsupported_pairs_collapse_into_one_na_line_and_reasons_are_one_line() -> None:
     results = [case("cnn", "serial", 1),
-               skipped("cnn", "threads", "threads does not support workload cnn (torch)"),
-               skipped("cnn", "dask", "dask does not support workload cnn (torch)"),
+               skipped("cnn", "rf_threads", "rf_threads does not support workload cnn (torch)"),
+               skipped("cnn", "rf_dask", "rf_dask does not support workload cnn (torch)"),
                skipped("mlp", "pipeline", "needs 4 cores\n  Traceback line 2\n  line 3")]
     table = format_table(summarize(results))
-    assert "threads" not in table.split("n/a")[0] and "dask" not in table.split("n/a")[0]
+    assert "rf_threads" not in table.split("n/a")[0] and "rf_dask" not in table.split("n/a")[0]
     assert "n/a (method does not support the workload): cnn x dask, threads" in table
     pipeline = [ln for ln in table.splitlines() if "pipeline" in ln]
     assert len(pipeline) == 1 and pipeline[0].endswith("skipped: needs 4 cores ...")
@@ -321,7 +321,7 @@ def test_version_help_and_dry_run(tmp_path: Path) -> None:
     help_text = cli("run", "--help").stdout
     assert "mlp" in help_text and "ddp" in help_text and "(default: 600)" in help_text
     out = tmp_path / "r.jsonl"
-    proc = cli("run", "--workload", "mlp", "--method", "serial,ddp,threads", "--workers", "1,2",
+    proc = cli("run", "--workload", "mlp", "--method", "serial,ddp,rf_threads", "--workers", "1,2",
                "--profile", "tiny", "--dry-run", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "run   mlp/ddp cpu w=2" in proc.stdout and "skip  mlp/threads" in proc.stdout

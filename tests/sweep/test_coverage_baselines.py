@@ -74,6 +74,6 @@ def test_a_plan_lacking_a_baseline_still_names_the_run_to_add() -> None:
 
 def test_selecting_serial_plans_both_baselines_a_sweep_needs() -> None:
     """The full product's planner uses the same rule: ``--method serial,ddp`` has no hint."""
-    cases = plan(Grid(workloads=["mlp", "random_forest"], methods=["serial", "threads", "ddp"],
+    cases = plan(Grid(workloads=["mlp", "random_forest"], methods=["serial", "rf_threads", "ddp"],
                       workers=[2], profile="tiny", stop=Epochs(1)))
     assert _hints(cases) == []

@@ -74,10 +74,10 @@ def test_the_selection_has_one_cuda_case_per_method_family(cases, picked) -> Non
 
 
 def test_the_forest_kernel_under_several_schedulers_is_one_family(picked) -> None:
-    torch_kernel = {"torch", "threads+torch", "torch+dask", "dask+threads+torch"}
+    torch_kernel = {"rf_torch", "rf_threads+torch", "rf_torch+dask", "rf_dask+threads+torch"}
     assert len({method_family(m) for m in torch_kernel}) == 1
     assert [i for i in picked if i.split("-")[1] in torch_kernel] == [
-        "random_forest-torch-cuda-w1"]  # the one quickest to start
+        "random_forest-rf_torch-cuda-w1"]  # the one quickest to start
 
 
 def test_selected_cases_train_gpu_sized_workloads_on_one_gpu(cases, picked) -> None:
@@ -97,7 +97,7 @@ def test_tensorflow_cases_take_no_torch_option_and_epoch_windows_no_warmup_epoch
         picked) -> None:
     run = picked["cnn-tf_serial-cuda-w1"]
     assert dict(run.options) == {} and run.warmup_epochs == 0  # a window is one epoch
-    assert picked["random_forest-numba-cuda-w1"].warmup_epochs == 0  # a window is one fit
+    assert picked["random_forest-rf_numba-cuda-w1"].warmup_epochs == 0  # a window is one fit
     assert picked["vgg11-ddp-cuda-w1"].warmup_epochs == 1  # its steps are calibrated from it
 
 

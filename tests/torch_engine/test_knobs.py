@@ -80,7 +80,7 @@ def test_bad_value_is_a_usage_error_saying_what_is_valid(tmp_path: Path, capsys:
 @pytest.mark.cpu
 @pytest.mark.parametrize("argv", [
     ["--workload", "random_forest", "--method", "serial", "--activation-checkpointing", "on"],
-    ["--workload", "random_forest", "--method", "dask", "--compile", "on"],
+    ["--workload", "random_forest", "--method", "rf_dask", "--compile", "on"],
     ["--workload", "mlp", "--method", "tf_serial", "--compile", "on"],
 ], ids=["forest-serial", "forest-dask", "tf"])
 def test_methods_that_cannot_apply_them_refuse_with_exit_2(argv: list[str], tmp_path: Path,

@@ -13,7 +13,9 @@ Each part a layer writes is a typed record (:mod:`parabench.core.records`): ``wi
 grades this workload) and ``facts`` (what analysis and the runner read: predictions digest,
 configuration error, per-rank figures). ``extra`` is free-form notes, shown and never decided
 on (tests/case/test_typed_results.py checks src/). Schema-1 lines, which kept those facts in
-``extra``, still read (:func:`_from_schema1`).
+``extra``, still read (:func:`_from_schema1`). A result recorded under a method name since
+retired reads under the current one (:data:`parabench.registry.RENAMED_METHODS`: ``threads``
+is ``rf_threads``), for ``--resume``, ``report`` and ``compare`` alike.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from parabench.core.records import (
     Trace,
     Window,
 )
+from parabench.registry import current_method
 
 __all__ = ["FAILED_STATUSES", "SCHEMA", "STATUSES", "Energy", "Facts", "Grading", "Machine",
            "Parity", "QualityValue", "Result", "TimeToTarget", "Trace", "Window",
@@ -245,6 +248,7 @@ class Result:
             _restore(data, str(entry))  # the NaN / infinity to_json wrote as null
         if schema == 1:
             data = _from_schema1(data)
+        data = _current_names(data)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if isinstance(values.get("quality"), dict):
@@ -289,6 +293,19 @@ def _from_schema1(data: dict[str, Any]) -> dict[str, Any]:
     if kind:
         out["grading"] = {"kind": kind, "reason": why}
     return out
+
+
+def _current_names(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with a retired method name (its own and its requested config's) replaced by
+    the current one, so old results join new ones in tables, ``--resume`` and ``compare``."""
+    config = data.get("config")
+    method = data.get("method")
+    if isinstance(method, str) and current_method(method) != method:
+        data = {**data, "method": current_method(method)}
+    if isinstance(config, dict) and isinstance(config.get("method"), str) and (
+            current_method(config["method"]) != config["method"]):
+        data = {**data, "config": {**config, "method": current_method(config["method"])}}
+    return data
 
 
 def _finite(value: Any, where: str, replaced: list[str]) -> Any:

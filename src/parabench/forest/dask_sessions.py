@@ -1,9 +1,9 @@
-"""The sessions of ``dask`` and ``dask+threads``: a scikit-learn forest grown on a Dask cluster.
+"""The sessions of ``rf_dask`` and ``rf_dask+threads``: a scikit-learn forest on a Dask cluster.
 
 Usage::
 
-    parabench run --workload random_forest --method dask,dask+threads --workers 2
-    parabench run --workload random_forest --method dask --dask-scheduler tcp://10.0.0.5:8786
+    parabench run --workload random_forest --method rf_dask,rf_dask+threads --workers 2
+    parabench run --workload random_forest --method rf_dask --dask-scheduler tcp://10.0.0.5:8786
 
 Both start (or connect to) the cluster once in ``start()`` through
 :class:`parabench.engines.dask_cluster.DaskCluster`: ``workers`` worker processes with
@@ -12,9 +12,9 @@ scheduler (then left running at the end). Start-up also imports scikit-learn on 
 and ships the training data to every worker once (``scatter(broadcast=True)``), so a fit
 moves only tree parameters and fitted trees.
 
-- ``dask`` hands tree building to joblib's Dask backend: ``fit`` with
+- ``rf_dask`` hands tree building to joblib's Dask backend: ``fit`` with
   ``n_jobs = workers x threads_per_worker``, each tree a task (joblib batches them).
-- ``dask+threads`` (seed 000's hybrid) gives each worker one contiguous share of the trees
+- ``rf_dask+threads`` (seed 000's hybrid) gives each worker one contiguous share of the trees
   as one task, and the worker grows its share with ``threads_per_worker`` threads (joblib's
   threading backend); the shares are merged in tree order. The split is seed-exact
   (:mod:`parabench.forest.split`).

@@ -6,7 +6,7 @@ Usage (a method names its kernel class; see :mod:`parabench.methods.forest_hist`
 
     @methods.register
     class TorchForest(HistForestMethod):
-        name = "my_torch"                  # as methods/forest_hist.py's "torch"
+        name = "my_torch"                  # as methods/forest_hist.py's "rf_torch"
         requires = frozenset({"torch"})
         kernel = TorchKernel
 

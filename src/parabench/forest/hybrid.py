@@ -4,23 +4,23 @@ Usage (declared in :mod:`parabench.methods.forest_hist_hybrid`)::
 
     from parabench.forest.torch_kernel import TorchKernel
 
-    session = ThreadsTorchSession(workload, config, TorchKernel)     # threads+torch
-    session = TorchDaskSession(workload, config, TorchKernel)        # torch+dask
-    session = DaskThreadsTorchSession(workload, config, TorchKernel) # dask+threads+torch
+    session = ThreadsTorchSession(workload, config, TorchKernel)     # rf_threads+torch
+    session = TorchDaskSession(workload, config, TorchKernel)        # rf_torch+dask
+    session = DaskThreadsTorchSession(workload, config, TorchKernel) # rf_dask+threads+torch
 
 Each splits the forest's trees into contiguous blocks and grows every block with the
 method's kernel (:mod:`parabench.forest.threaded`); the merged forest is the very forest one
 kernel grows (the tests check it), and parity with ``serial`` is statistical.
 
-* ``threads+torch``: ``workers`` Python threads in this process, each with its own kernel;
+* ``rf_threads+torch``: ``workers`` Python threads in this process, each with its own kernel;
   torch's intra-op pool gets ``threads_per_worker`` threads per calling thread. On CUDA each
   thread has its own CUDA stream, on GPU ``i % GPUs``.
-* ``torch+dask``: a Dask cluster (:class:`~parabench.engines.dask_cluster.DaskCluster`:
+* ``rf_torch+dask``: a Dask cluster (:class:`~parabench.engines.dask_cluster.DaskCluster`:
   local worker processes on loopback, or ``--dask-scheduler``) of ``workers`` workers; one task
   per worker (:func:`~parabench.forest.hybrid_worker.worker_task`), pinned to it, grows its
   block with ``threads_per_worker`` torch threads, on GPU ``worker index % GPUs`` of that
   worker's machine.
-* ``dask+threads+torch``: as ``torch+dask``, but each task splits its block again over
+* ``rf_dask+threads+torch``: as ``rf_torch+dask``, but each task splits its block again over
   ``threads_per_worker`` threads (one torch thread each; CUDA streams on a GPU).
 
 The cluster, the thread pools and every worker's torch runtime start once, in ``start()``
@@ -83,7 +83,7 @@ class ThreadsTorchSession(HistForestSession):
 
 
 class TorchDaskSession(HistForestSession):
-    """``torch+dask``: one task per Dask worker, one thread driving the kernel there."""
+    """``rf_torch+dask``: one task per Dask worker, one thread driving the kernel there."""
 
     #: whether each worker splits its block again over ``threads_per_worker`` threads
     threaded: ClassVar[bool] = False
@@ -146,6 +146,6 @@ class TorchDaskSession(HistForestSession):
 
 
 class DaskThreadsTorchSession(TorchDaskSession):
-    """``dask+threads+torch``: each worker's block split again over its threads."""
+    """``rf_dask+threads+torch``: each worker's block split again over its threads."""
 
     threaded: ClassVar[bool] = True

@@ -1,4 +1,4 @@
-"""The Dask worker side of ``torch+dask`` and ``dask+threads+torch``: grow one block of trees.
+"""The Dask worker side of ``rf_torch+dask`` and ``rf_dask+threads+torch``: grow a block of trees.
 
 Usage (what :class:`parabench.forest.hybrid.DaskTorchSession` submits, one task per worker)::
 
@@ -45,5 +45,5 @@ def worker_task(prepared: Prepared, params: ForestParams, tree_ids: list[int], i
 
 @functools.cache
 def _worker_pool(threads: int) -> ThreadPoolExecutor:
-    """The worker process's own thread pool for dask+threads+torch, kept across epochs."""
+    """The worker process's own thread pool for rf_dask+threads+torch, kept across epochs."""
     return ThreadPoolExecutor(threads, thread_name_prefix="forest")

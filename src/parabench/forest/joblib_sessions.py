@@ -1,4 +1,4 @@
-"""The sessions of ``threads`` and ``processes``: scikit-learn's forest through joblib.
+"""The sessions of ``rf_threads`` and ``rf_processes``: scikit-learn's forest through joblib.
 
 Usage (declared in :mod:`parabench.methods.forest_joblib`)::
 

@@ -1,4 +1,4 @@
-"""The MPI rank program of the ``mpi`` forest method: ranks that grow their share of a forest.
+"""The MPI rank program of the ``rf_mpi`` forest method: ranks that grow their share of a forest.
 
 Usage (what :mod:`parabench.forest.mpi_session` runs; not meant to be started by hand)::
 

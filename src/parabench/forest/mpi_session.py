@@ -1,8 +1,8 @@
-"""The session of ``mpi``: a scikit-learn forest grown by mpi4py ranks, a share each.
+"""The session of ``rf_mpi``: a scikit-learn forest grown by mpi4py ranks, a share each.
 
 Usage::
 
-    parabench run --workload random_forest --method mpi --workers 4
+    parabench run --workload random_forest --method rf_mpi --workers 4
 
 ``start()`` launches ``mpiexec -n workers python -m parabench.forest.mpi_rank`` once
 (start-up = launch + every rank loading the data) and waits for rank 0 to connect back to a

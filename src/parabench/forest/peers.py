@@ -111,6 +111,7 @@ class PeerForestMethod(Method):
 
     families: ClassVar[frozenset[str]] = frozenset({"estimator"})
     parity: ClassVar[str] = "statistical"
+    peer: ClassVar[bool] = True
     #: the import name whose ``__version__`` the results record
     module: ClassVar[str]
 

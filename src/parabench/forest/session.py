@@ -102,7 +102,8 @@ class ForestMethod(Method):
     Exact here means seed-exact: every tree gets serial's ``random_state`` stream, so the
     held-out predictions digest must equal serial's and the quality gap be exactly 0
     (:func:`parabench.analysis.parity.exact_evidence`). Checked at tiny through the CLI on
-    2026-11-23: threads, processes, dask, dask+threads and mpi all give serial's digest. A
+    2026-11-23: rf_threads, rf_processes, rf_dask, rf_dask+threads and rf_mpi (then named
+    without the prefix) all give serial's digest. A
     method that cannot (Spark's own forest) declares ``parity = "statistical"`` and says why.
     """
 

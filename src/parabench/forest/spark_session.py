@@ -1,9 +1,9 @@
-"""The session of ``spark``: ``pyspark.ml``'s RandomForestClassifier on the workload's data.
+"""The session of ``rf_spark``: ``pyspark.ml``'s RandomForestClassifier on the workload's data.
 
 Usage::
 
-    parabench run --workload random_forest --method spark --workers 2
-    parabench run --workload random_forest --method spark --spark-master spark://HOST:7077
+    parabench run --workload random_forest --method rf_spark --workers 2
+    parabench run --workload random_forest --method rf_spark --spark-master spark://HOST:7077
 
 ``start()`` starts the Spark driver (a JVM, child of the case process) with master
 ``local[workers]`` (or the ``spark_master`` option), the UI and console progress bars off, the

@@ -3,7 +3,7 @@
 Usage::
 
     kernel = TorchKernel("cpu")           # "cuda:0" on a GPU; or make_kernel("torch", "cpu")
-    with kernel.on_stream():              # threads+torch: each thread its own CUDA stream
+    with kernel.on_stream():              # rf_threads+torch: each thread its own CUDA stream
         model = HistForestClassifier(params, kernel).fit(x, y)
 
 Histograms are one ``torch.bincount`` over flat (node, slot, class, bin) indices (integer

@@ -5,7 +5,7 @@ Usage::
     import parabench.methods            # registers every built-in method
     from parabench.registry import methods
 
-    methods.names()                     # ["cuml", "dask", "ddp", ...]
+    methods.names()                     # ["cuml", "ddp", "fedavg", ...]
 
 Every module in this package is imported, so a new method is one new file with a
 ``@methods.register`` class; nothing else needs editing. Modules import their engines

@@ -1,11 +1,11 @@
-"""``dask`` and ``dask+threads``: a scikit-learn forest grown on a Dask cluster.
+"""``rf_dask`` and ``rf_dask+threads``: a scikit-learn forest grown on a Dask cluster.
 
 Usage::
 
-    parabench run --workload random_forest --method dask,dask+threads --workers 2
-    parabench run --workload random_forest --method dask --dask-scheduler tcp://10.0.0.5:8786
+    parabench run --workload random_forest --method rf_dask,rf_dask+threads --workers 2
+    parabench run --workload random_forest --method rf_dask --dask-scheduler tcp://10.0.0.5:8786
 
-``dask`` hands the trees to joblib's Dask backend as tasks; ``dask+threads`` gives each worker
+``rf_dask`` hands the trees to joblib's Dask backend as tasks; ``rf_dask+threads`` gives each worker
 one share of the trees, grown there with threads. The sessions are in
 :mod:`parabench.forest.dask_sessions`.
 """
@@ -29,7 +29,7 @@ class _DaskMethod(ForestMethod):
 
 @methods.register
 class Dask(_DaskMethod):
-    name: ClassVar[str] = "dask"
+    name: ClassVar[str] = "rf_dask"
     startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "trees as tasks on a Dask cluster (joblib's dask backend)"
     session_class = DaskJoblibSession
@@ -37,7 +37,7 @@ class Dask(_DaskMethod):
 
 @methods.register
 class DaskThreads(_DaskMethod):
-    name: ClassVar[str] = "dask+threads"
+    name: ClassVar[str] = "rf_dask+threads"
     startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "one share of the trees per Dask worker, grown with threads"
     session_class = DaskThreadsSession

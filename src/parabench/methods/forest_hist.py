@@ -1,9 +1,9 @@
-"""``torch``, ``tf``, ``numba``: the histogram random forest with one backend's kernel.
+"""``rf_torch``, ``rf_tf``, ``rf_numba``: the histogram random forest with one backend's kernel.
 
 Usage::
 
-    parabench run --workload random_forest --method torch,tf,numba --device cpu
-    parabench run --workload random_forest --method torch,numba --device cuda
+    parabench run --workload random_forest --method rf_torch,rf_tf,rf_numba --device cpu
+    parabench run --workload random_forest --method rf_torch,rf_numba --device cuda
 
 Each names its kernel class (PyTorch, TensorFlow, or numba: ``njit(parallel)`` on the CPU,
 ``numba.cuda`` on the GPU); the session and what an epoch is are in
@@ -23,7 +23,7 @@ from parabench.registry import methods
 
 @methods.register
 class TorchForest(HistForestMethod):
-    name: ClassVar[str] = "torch"
+    name: ClassVar[str] = "rf_torch"
     startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = "histogram random forest, PyTorch tensor kernels (cpu/cuda)"
     requires: ClassVar[frozenset[str]] = frozenset({"torch"})
@@ -32,7 +32,7 @@ class TorchForest(HistForestMethod):
 
 @methods.register
 class TfForest(HistForestMethod):
-    name: ClassVar[str] = "tf"
+    name: ClassVar[str] = "rf_tf"
     startup_guess_s: ClassVar[float | None] = 20.0
     description: ClassVar[str] = "histogram random forest, TensorFlow kernels (CPU; GPU if seen)"
     requires: ClassVar[frozenset[str]] = frozenset({"tf"})
@@ -41,7 +41,7 @@ class TfForest(HistForestMethod):
 
 @methods.register
 class NumbaForest(HistForestMethod):
-    name: ClassVar[str] = "numba"
+    name: ClassVar[str] = "rf_numba"
     startup_guess_s: ClassVar[float | None] = 8.0
     description: ClassVar[str] = "histogram random forest, numba njit(parallel) / numba.cuda"
     requires: ClassVar[frozenset[str]] = frozenset({"numba"})

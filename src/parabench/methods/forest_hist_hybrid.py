@@ -1,9 +1,10 @@
-"""Hybrids of the torch histogram forest: ``threads+torch``, ``torch+dask``, ``dask+threads+torch``.
+"""Torch histogram-forest hybrids: ``rf_threads+torch``, ``rf_torch+dask``,
+``rf_dask+threads+torch``.
 
 Usage::
 
-    parabench run --workload random_forest --method threads+torch,torch+dask --workers 2
-    parabench run --workload random_forest --method dask+threads+torch --workers 2 \\
+    parabench run --workload random_forest --method rf_threads+torch,rf_torch+dask --workers 2
+    parabench run --workload random_forest --method rf_dask+threads+torch --workers 2 \\
         --threads 2 --dask-scheduler tcp://10.0.0.5:8786
 
 The trees are split into blocks over threads, Dask workers, or both, each block grown by a
@@ -31,7 +32,7 @@ class _TorchHybrid(HistForestMethod):
 
 @methods.register
 class ThreadsTorchForest(_TorchHybrid):
-    name: ClassVar[str] = "threads+torch"
+    name: ClassVar[str] = "rf_threads+torch"
     startup_guess_s: ClassVar[float | None] = 10.0
     description: ClassVar[str] = "torch histogram forest, trees split over threads (streams)"
     requires: ClassVar[frozenset[str]] = frozenset({"torch"})
@@ -41,7 +42,7 @@ class ThreadsTorchForest(_TorchHybrid):
 
 @methods.register
 class TorchDaskForest(_TorchHybrid):
-    name: ClassVar[str] = "torch+dask"
+    name: ClassVar[str] = "rf_torch+dask"
     startup_guess_s: ClassVar[float | None] = 20.0
     description: ClassVar[str] = "torch histogram forest, trees split over Dask workers"
     session_class = TorchDaskSession
@@ -49,7 +50,7 @@ class TorchDaskForest(_TorchHybrid):
 
 @methods.register
 class DaskThreadsTorchForest(_TorchHybrid):
-    name: ClassVar[str] = "dask+threads+torch"
+    name: ClassVar[str] = "rf_dask+threads+torch"
     startup_guess_s: ClassVar[float | None] = 14.0
     description: ClassVar[str] = "torch histogram forest: Dask workers x threads per worker"
     session_class = DaskThreadsTorchSession

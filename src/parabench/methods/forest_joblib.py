@@ -1,8 +1,8 @@
-"""``threads`` and ``processes``: scikit-learn's own forest parallelism through joblib.
+"""``rf_threads`` and ``rf_processes``: scikit-learn's own forest parallelism through joblib.
 
 Usage::
 
-    parabench run --workload random_forest --method threads,processes --workers 2
+    parabench run --workload random_forest --method rf_threads,rf_processes --workers 2
 
 The sessions are in :mod:`parabench.forest.joblib_sessions`; the shared forest shape in
 :mod:`parabench.forest.session`.
@@ -19,7 +19,7 @@ from parabench.registry import methods
 
 @methods.register
 class Threads(ForestMethod):
-    name: ClassVar[str] = "threads"
+    name: ClassVar[str] = "rf_threads"
     startup_guess_s: ClassVar[float | None] = 2.0
     coverage_rank: ClassVar[int | None] = 1
     description: ClassVar[str] = "scikit-learn n_jobs=workers on joblib's threading backend"
@@ -28,7 +28,7 @@ class Threads(ForestMethod):
 
 @methods.register
 class Processes(ForestMethod):
-    name: ClassVar[str] = "processes"
+    name: ClassVar[str] = "rf_processes"
     startup_guess_s: ClassVar[float | None] = 6.0
     description: ClassVar[str] = "scikit-learn n_jobs=workers on joblib's loky process pool"
     session_class = ProcessesSession

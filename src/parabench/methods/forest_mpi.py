@@ -1,8 +1,8 @@
-"""``mpi``: a scikit-learn forest grown by mpi4py ranks, one share of the trees each.
+"""``rf_mpi``: a scikit-learn forest grown by mpi4py ranks, one share of the trees each.
 
 Usage::
 
-    parabench run --workload random_forest --method mpi --workers 4
+    parabench run --workload random_forest --method rf_mpi --workers 4
 
 The session (launch, command channel, failure reports) is
 :mod:`parabench.forest.mpi_session`; the rank program :mod:`parabench.forest.mpi_rank`.
@@ -19,7 +19,7 @@ from parabench.registry import methods
 
 @methods.register
 class MPI(ForestMethod):
-    name: ClassVar[str] = "mpi"
+    name: ClassVar[str] = "rf_mpi"
     startup_guess_s: ClassVar[float | None] = 12.0
     description: ClassVar[str] = "mpi4py ranks each grow a seed-exact share of the trees"
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "mpi"})

@@ -1,9 +1,9 @@
-"""``spark``: ``pyspark.ml``'s RandomForestClassifier on the workload's data.
+"""``rf_spark``: ``pyspark.ml``'s RandomForestClassifier on the workload's data.
 
 Usage::
 
-    parabench run --workload random_forest --method spark --workers 2
-    parabench run --workload random_forest --method spark --spark-master spark://HOST:7077
+    parabench run --workload random_forest --method rf_spark --workers 2
+    parabench run --workload random_forest --method rf_spark --spark-master spark://HOST:7077
 
 The session, and how Spark's forest is matched to scikit-learn's, is
 :mod:`parabench.forest.spark_session`.
@@ -22,7 +22,7 @@ from parabench.registry import methods
 
 @methods.register
 class Spark(ForestMethod):
-    name: ClassVar[str] = "spark"
+    name: ClassVar[str] = "rf_spark"
     startup_guess_s: ClassVar[float | None] = 90.0
     description: ClassVar[str] = "pyspark.ml RandomForestClassifier, local[workers] by default"
     requires: ClassVar[frozenset[str]] = frozenset({"sklearn", "spark"})

@@ -7,7 +7,7 @@ Usage::
     from parabench.sweep.plan import Grid, plan
     cases = plan(Grid(coverage=True, profile="tiny", stop=Epochs(1)))   # what `parabench run` runs
     coverage(Grid(coverage=True, profile="tiny", stop=Epochs(1)))       # the same cases
-    data_parallel_methods()                                       # ['ddp', 'threads', ...]
+    data_parallel_methods()                                       # ['ddp', 'rf_threads', ...]
 
 The coverage grid (``Grid(coverage=True)``: what ``parabench run`` plans when given neither
 ``--workload`` nor ``--method``; ``--all`` gives the full product of
@@ -22,7 +22,7 @@ run, and how fast is each workload in parallel" in minutes instead of hours (:fu
   with its reason (no GPU, engine not installed), as in the full sweep.
 * every workload under its baseline and one data-parallel method, the first of
   :func:`data_parallel_methods` (by their declared ``coverage_rank``) that trains it (ddp
-  for torch workloads, the threads forest for estimators; TensorFlow's data-parallel method
+  for torch workloads, rf_threads for estimators; TensorFlow's data-parallel method
   covers itself on mlp, the cheapest workload with a Keras model).
 * the baseline of every runnable case (serial, tf_serial for the TensorFlow methods) at the
   grid's threads, and every other baseline run its ratios read

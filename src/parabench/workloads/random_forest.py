@@ -2,7 +2,7 @@
 
 Usage::
 
-    parabench run --method serial,threads --workload random_forest --workers 2 --profile tiny
+    parabench run --method serial,rf_threads --workload random_forest --workers 2 --profile tiny
 
 One epoch is one ``fit`` of the whole forest; quality is held-out accuracy. The profiles grow
 from a smoke test (tiny) to minutes a fit (full); their fit times are in docs/measurements.md.
