@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from parabench import cli_report
 from parabench.analysis import figures
 from parabench.analysis import parity as parity_mod
 from parabench.analysis import recommend as recommend_mod
@@ -34,6 +33,8 @@ from parabench.analysis.trajectory import LOSS_RTOL, WEIGHT_RTOL, compare_traces
 from parabench.case import machine
 from parabench.case.machine import BUSY_SLACK_CORES
 from parabench.case.result import Grading, QualityValue, Result
+from parabench.cli import common as cli_common
+from parabench.cli import compare as cli_compare
 from parabench.sweep.report import format_table, summarize
 from sweepdata import ENV, case, write
 
@@ -343,29 +344,29 @@ def _compare_exit(tmp_path: Path, new: list[Result], *, allow: bool = False) -> 
     new_file = write(tmp_path / "new.jsonl", new)
     args = argparse.Namespace(base=str(base_file), new=str(new_file), threshold="10%",
                               run_cv=None, allow_cross_machine=allow)
-    return cli_report.compare_command(args)
+    return cli_compare.compare_command(args)
 
 
 @pytest.mark.parametrize(("new", "code"), [
-    (timed(BASE_RATE / 1.3), cli_report.EXIT_FAILED), (timed(BASE_RATE * 1.3), cli_report.EXIT_OK),
-    (timed(BASE_RATE * 1.3, parity="failed"), cli_report.EXIT_FAILED),
-    (timed(BASE_RATE, status="failed"), cli_report.EXIT_FAILED),
-    (timed(BASE_RATE / 1.05), cli_report.EXIT_OK),
+    (timed(BASE_RATE / 1.3), cli_common.EXIT_FAILED), (timed(BASE_RATE * 1.3), cli_common.EXIT_OK),
+    (timed(BASE_RATE * 1.3, parity="failed"), cli_common.EXIT_FAILED),
+    (timed(BASE_RATE, status="failed"), cli_common.EXIT_FAILED),
+    (timed(BASE_RATE / 1.05), cli_common.EXIT_OK),
     (timed(BASE_RATE / 1.3, env=OTHER_CPU), EXIT_OTHER_MACHINE),
-    (timed(BASE_RATE * 1.3, env=OTHER_CPU, parity="failed"), cli_report.EXIT_FAILED)])
+    (timed(BASE_RATE * 1.3, env=OTHER_CPU, parity="failed"), cli_common.EXIT_FAILED)])
 def test_compare_exits_1_on_a_regression_and_0_on_a_speedup(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], new: list[Result],
         code: int) -> None:
     assert _compare_exit(tmp_path, new) == code
     out = capsys.readouterr().out
-    assert ("no regression" in out) is (code != cli_report.EXIT_FAILED)
+    assert ("no regression" in out) is (code != cli_common.EXIT_FAILED)
     assert ("not judged for speed" in out) is (code == EXIT_OTHER_MACHINE)
 
 
 def test_allow_cross_machine_judges_the_other_machines_speed(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     slow = timed(BASE_RATE / 1.3, env=OTHER_CPU)
-    assert _compare_exit(tmp_path, slow, allow=True) == cli_report.EXIT_FAILED
+    assert _compare_exit(tmp_path, slow, allow=True) == cli_common.EXIT_FAILED
     assert 'other machine: cpu "Test CPU" -> "Other CPU"' in capsys.readouterr().out
 
 

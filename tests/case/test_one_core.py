@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from parabench.analysis.summary import ONE_CORE, summarize
-from parabench.case.measure import CpuRate
 from parabench.case.result import Result
+from parabench.core.measure import CpuRate
 from parabench.core.records import Machine
 from sweepdata import case
 

@@ -381,7 +381,7 @@ def test_serials_own_best_is_reached_at_the_evaluation_it_was_first_seen(
 
 
 def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    from parabench.torch.launch import config_from, parse_args
+    from parabench.cli.torchrun import config_from, parse_args
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     base = ["--workload", "mlp", "--method", "ddp", "--out", "r.jsonl"]  # parabench run's args

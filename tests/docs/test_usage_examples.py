@@ -221,12 +221,12 @@ SETUP: dict[str, str] = {
     "parabench.case.lifecycle": _WORKLOADS + (
         "from parabench.sweep.plan import bench_cases\n"
         "case = next(c for c in bench_cases() if c.id == 'mlp-serial-cpu-w1')"),
-    "parabench.case.machine": "import os\nfrom parabench.case.measure import TreeSampler\n"
+    "parabench.case.machine": "import os\nfrom parabench.core.measure import TreeSampler\n"
                               "sampler = TreeSampler(os.getpid())\nsampler.sample()\n"
                               "env = dict(os.environ)\n"
                               "import dataclasses\n"
                               "result = type('R', (), {})()",
-    "parabench.case.measure": "import subprocess, sys\n"
+    "parabench.core.measure": "import subprocess, sys\n"
                               "proc = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
                               "pid = proc.pid",
     "parabench.case.peak": "import dataclasses\n"

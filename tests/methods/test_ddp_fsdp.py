@@ -229,7 +229,7 @@ def test_torchrun_two_simulated_nodes_write_one_result_with_serial_losses(tmp_pa
     out = tmp_path / "r.jsonl"
     cmd = [torchrun, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
            "--rdzv-endpoint", f"127.0.0.1:{port}", "--max-restarts", "0",
-           "-m", "parabench.torch.launch", "--workload", "mlp", "--method", "ddp",
+           "-m", "parabench.cli.torchrun", "--workload", "mlp", "--method", "ddp",
            "--epochs", "2", "--profile", "tiny", "--threads", "1", "--out", str(out)]
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"} if Path("/sys/class/net/lo").exists() \
         else dict(os.environ)

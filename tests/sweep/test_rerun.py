@@ -128,7 +128,7 @@ def test_compare_usage_errors(argv: list[str], message: str,
 
 def test_the_selection_is_passed_on_as_given() -> None:
     from parabench.cli import build_parser
-    from parabench.cli_report import rerun_selection
+    from parabench.cli.compare import rerun_selection
 
     args = build_parser().parse_args(
         ["compare", "--rerun", "HEAD~1", "HEAD", "--workload", "mlp", "--method",

@@ -11,7 +11,7 @@ Usage::
 * :mod:`~parabench.case.result` - what a case produces: the result schema (JSON Lines), its
   typed parts in :mod:`parabench.core.records` (window, parity, machine, grading, facts, ...).
 * :mod:`~parabench.case.isolate` - runs that worker in its own process group, with a timeout.
-* :mod:`~parabench.case.measure`, :mod:`~parabench.case.peak`, :mod:`~parabench.case.energy`,
+* :mod:`~parabench.core.measure`, :mod:`~parabench.case.peak`, :mod:`~parabench.case.energy`,
   :mod:`~parabench.case.target` - what is measured around the work.
 * :mod:`~parabench.case.bootstrap` - the bootstrap CI the windows are judged by.
 

@@ -16,7 +16,7 @@ counters (:mod:`parabench.case.energy`), outside the epoch clock. With
 evaluation, also off that clock, and training stops once the target is reached
 (:mod:`parabench.case.target`). Under
 ``torchrun`` every rank runs this with ``launcher=TorchrunLauncher()``
-(:mod:`parabench.torch.launch`).
+(:mod:`parabench.cli.torchrun`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from typing import Any
 from parabench.case.bootstrap import median_ci
 from parabench.case.energy import EnergyMeter, open_meter
 from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
-from parabench.case.measure import self_max_rss_mb
 from parabench.case.result import QualityValue, Result
 from parabench.case.target import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
 from parabench.core.launcher import POOL, Launcher
+from parabench.core.measure import self_max_rss_mb
 from parabench.core.records import Energy, Facts, Machine, TimeToTarget, Trace, Window
 from parabench.method import EpochStats, Session
 from parabench.registry import methods, workloads

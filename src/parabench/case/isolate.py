@@ -13,7 +13,7 @@ process the case started is gone when this returns. A worker killed by SIGKILL i
 ``oom`` only on evidence (the kernel's OOM-kill counters rose during the case); otherwise it
 is ``failed``, killed from outside the case.
 
-The result records the memory peaks (RSS and PSS sums, :mod:`parabench.case.measure`) and
+The result records the memory peaks (RSS and PSS sums, :mod:`parabench.core.measure`) and
 ``machine``: the thread settings, the load and the other processes' CPU around the case, and
 whether the machine was busy (:mod:`parabench.case.machine`).
 """
@@ -37,11 +37,11 @@ import psutil
 
 from parabench.case.execute import skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
-from parabench.case.measure import TreeSampler
 from parabench.case.result import Result
 from parabench.case.target import salvage
 from parabench.config import RunConfig
 from parabench.core.clock import Stopwatch
+from parabench.core.measure import TreeSampler
 from parabench.core.records import Machine
 from parabench.core.tempdirs import SWEEP_DIR_ENV, sweep_dir
 from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
@@ -226,7 +226,7 @@ def run_isolated(
 def stamped(result: Result, *, memory: Mapping[str, Any], measured: Mapping[str, Any] | None,
             settings: Mapping[str, Any], workers: int, wall_s: float, **fields: Any) -> Result:
     """A finished case's result as every front end records it (the runner here, torchrun's
-    rank 0 in :mod:`parabench.torch.launch`): its memory peaks, its machine (``measured`` by
+    rank 0 in :mod:`parabench.cli.torchrun`): its memory peaks, its machine (``measured`` by
     a :class:`~parabench.case.machine.MachineWatch` around the case, with the thread
     ``settings`` and the ``workers`` on this machine; None: not watched), its wall
     time, environment, commit and time stamp, and any other ``fields`` the front end knows.

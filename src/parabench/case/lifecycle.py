@@ -54,12 +54,12 @@ from dataclasses import dataclass, field
 
 from parabench.case.bootstrap import ci_half_pct, median_ci
 from parabench.case.energy import EnergyMeter
-from parabench.case.measure import CpuRate, tree_cpu_seconds
 from parabench.case.parts import Between, checked_samples, train_epoch
 from parabench.case.target import TargetTracker
 from parabench.config import RunConfig
 from parabench.core.clock import Clock, Stopwatch
 from parabench.core.launcher import POOL, Launcher, launching
+from parabench.core.measure import CpuRate, tree_cpu_seconds
 from parabench.method import EpochStats, Method, Session
 from parabench.workload import Workload
 

@@ -13,7 +13,7 @@ Each part a layer writes is a typed record (:mod:`parabench.core.records`): ``wi
 grades this workload) and ``facts`` (what analysis and the runner read: predictions digest,
 configuration error, per-rank figures). ``extra`` is free-form notes, shown and never decided
 on (tests/case/test_typed_results.py checks src/). Schema-1 lines, which kept those facts in
-``extra``, still read (:func:`_from_schema1`). A result recorded under a method name since
+``extra``, still read (:mod:`parabench.case.legacy`). A result recorded under a method name since
 retired reads under the current one (:data:`parabench.registry.RENAMED_METHODS`: ``threads``
 is ``rf_threads``), for ``--resume``, ``report`` and ``compare`` alike.
 """
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parabench.case.legacy import upgraded
 from parabench.core.records import (
     Energy,
     Facts,
     Grading,
-    Json,
     Machine,
     Parity,
     Record,
@@ -46,14 +46,13 @@ from parabench.core.records import (
     Trace,
     Window,
 )
-from parabench.registry import current_method
 
 __all__ = ["FAILED_STATUSES", "SCHEMA", "STATUSES", "Energy", "Facts", "Grading", "Machine",
            "Parity", "QualityValue", "Result", "TimeToTarget", "Trace", "Window",
            "ResultWriteError", "append_result", "read_results"]
 
 #: 2: typed sub-records (window, time_to_target, energy, parity, trace, machine), ``grading``
-#: and ``facts`` declared instead of keys in ``extra``; 1 still reads (:func:`_from_schema1`)
+#: and ``facts`` declared instead of keys in ``extra``; 1 still reads (:mod:`parabench.case.legacy`)
 SCHEMA = 2
 STATUSES = ("ok", "failed", "timeout", "oom", "skipped")
 FAILED_STATUSES = frozenset({"failed", "timeout", "oom"})
@@ -102,7 +101,7 @@ class Result:
     quality: QualityValue | None = None
     peak_rss_mb: float | None = None
     #: peak of the PSS sum over the case's processes (shared pages counted once; see
-    #: parabench.case.measure); None when no PSS was readable. Its source: extra.peak_pss_source
+    #: parabench.core.measure); None when no PSS was readable. Its source: extra.peak_pss_source
     peak_pss_mb: float | None = None
     #: what training needs on its largest GPU, MB: ``torch.cuda.max_memory_allocated`` from
     #: the first step on, evaluation apart, less the data kept on the device (those two are
@@ -246,9 +245,7 @@ class Result:
                              f"1 still reads)")
         for entry in (data.get("extra") or {}).get("non_finite", []):
             _restore(data, str(entry))  # the NaN / infinity to_json wrote as null
-        if schema == 1:
-            data = _from_schema1(data)
-        data = _current_names(data)
+        data = upgraded(data)
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if isinstance(values.get("quality"), dict):
@@ -274,39 +271,6 @@ class Result:
 RECORDS: dict[str, type[Record]] = {
     "window": Window, "time_to_target": TimeToTarget, "energy": Energy, "parity": Parity,
     "trace": Trace, "machine": Machine, "grading": Grading, "facts": Facts}
-
-#: schema 1 kept these facts in ``extra`` (sessions' notes); schema 2 declares them in Facts
-_SCHEMA1_FACTS = ("config_error", "predictions_sha", "samples_per_client", "self_max_rss_mb",
-                  "rank_threads", "rank_cores", "rank_max_rss_mb", "rank_peak_pss_mb",
-                  "rank_hosts")
-
-
-def _from_schema1(data: dict[str, Any]) -> dict[str, Any]:
-    """A schema-1 result (written before 2026-11-25) as schema 2: the facts analysis reads
-    move from ``extra`` to ``facts``, ``extra["parity_kind"]`` / ``["parity_reason"]`` (set
-    at run time by data parallelism) become ``grading``, an empty ``machine`` None."""
-    extra = dict(data.get("extra") or {})
-    facts: dict[str, Json] = {k: extra.pop(k) for k in _SCHEMA1_FACTS if k in extra}
-    kind, why = extra.pop("parity_kind", None), extra.pop("parity_reason", None)
-    out = {**data, "extra": extra, "facts": facts, "schema": SCHEMA,
-           "machine": data.get("machine") or None}
-    if kind:
-        out["grading"] = {"kind": kind, "reason": why}
-    return out
-
-
-def _current_names(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with a retired method name (its own and its requested config's) replaced by
-    the current one, so old results join new ones in tables, ``--resume`` and ``compare``."""
-    config = data.get("config")
-    method = data.get("method")
-    if isinstance(method, str) and current_method(method) != method:
-        data = {**data, "method": current_method(method)}
-    if isinstance(config, dict) and isinstance(config.get("method"), str) and (
-            current_method(config["method"]) != config["method"]):
-        data = {**data, "config": {**config, "method": current_method(config["method"])}}
-    return data
-
 
 def _finite(value: Any, where: str, replaced: list[str]) -> Any:
     """``value`` with every NaN / infinity replaced by None; their paths go to ``replaced``."""

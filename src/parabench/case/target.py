@@ -53,9 +53,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from parabench.case.measure import tree_cpu_seconds
 from parabench.config import ConfigError, RunConfig
 from parabench.core.clock import Stopwatch
+from parabench.core.measure import tree_cpu_seconds
 from parabench.core.records import TimeToTarget
 from parabench.method import EpochStats, Session
 from parabench.stopping import Epochs, StoppingRule, ToTarget

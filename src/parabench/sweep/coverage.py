@@ -65,7 +65,7 @@ from parabench.config import BatchSize, RunConfig, available_cores
 from parabench.identity import baseline_of, is_baseline
 from parabench.registry import methods, workloads
 from parabench.stopping import Epochs
-from parabench.sweep.plan import (
+from parabench.sweep.grid import (
     Case,
     Grid,
     default_devices,

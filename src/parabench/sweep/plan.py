@@ -34,174 +34,35 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from parabench import hardware
-from parabench.analysis.ratios import baseline_keys
-from parabench.case.target import default_max_epochs, resolve
-from parabench.config import DEVICES, BatchSize, ConfigError, RunConfig, available_cores
+from parabench.config import RunConfig, available_cores
 from parabench.identity import (
     BASELINE_METHOD,
-    CaseId,
-    baseline_threads,
     is_baseline,
-    slug,
-    work_options,
 )
 from parabench.registry import methods, workloads
-from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, Epochs, StoppingRule, ToTarget
-from parabench.workloads.targets import quality_target
+from parabench.stopping import Epochs
+from parabench.sweep.coverage import coverage
+from parabench.sweep.grid import (
+    Case,
+    Grid,
+    case_id,
+    case_markers,
+    default_devices,
+    option_sets,
+    skip_reason,
+    stopping_rule,
+    with_ratio_baselines,
+)
 
-
-@dataclass(frozen=True, kw_only=True)
-class Grid:
-    """The axes of a sweep. ``None`` means "everything sensible here" for that axis."""
-
-    workloads: Sequence[str] | None = None
-    methods: Sequence[str] | None = None
-    devices: Sequence[str] | None = None
-    workers: Sequence[int] | None = None
-    batch_sizes: Sequence[BatchSize] = (None,)
-    #: when each case stops (:mod:`parabench.stopping`), resolved per workload by
-    #: :meth:`config`; :func:`stopping_rule` is what ``parabench run`` decides from its flags
-    stop: StoppingRule = Epochs(DEFAULT_EPOCHS)
-    profile: str = "quick"
-    repeats: int = 1
-    seed: int = 0
-    timeout_s: float = 600.0
-    threads_per_worker: int | None = None
-    oversubscribe: bool = False
-    #: option name -> values to sweep (each a grid axis); each declared by a method or workload
-    #: (parabench.config.OptionSpec, listed by parabench.registry.option_specs)
-    options: Mapping[str, Sequence[Any]] = field(default_factory=dict)
-    #: plan the coverage grid (parabench.sweep.coverage) instead of the full product
-    coverage: bool = False
-    #: speed windows (RunConfig.steps / windows; None: calibrated / the default count)
-    steps: int | None = None
-    windows: int | None = None
-
-    def config(self, *, workload: str, method: str, device: str, workers: int,
-               batch_size: BatchSize = None, options: dict[str, Any] | None = None,
-               repeat: int = 0) -> RunConfig:
-        """The RunConfig of one point of the grid: the only place one is built from axes."""
-        options = options if options is not None else {}
-        stop = resolve(self.stop, workloads.get(workload), self.profile,
-                       own_data=bool(options.get("data_dir")))
-        return RunConfig(
-            workload=workload, method=method, device=device, workers=workers,
-            threads_per_worker=self.threads_per_worker, batch_size=batch_size,
-            epochs=stop.n if isinstance(stop, Epochs) else stop.max_epochs,
-            target_quality=stop.quality if isinstance(stop, ToTarget) else None,
-            profile=self.profile, seed=self.seed, repeat=repeat, timeout_s=self.timeout_s,
-            options=options, steps=self.steps, windows=self.windows,
-        )
-
-
-def stopping_rule(*, epochs: int | None = None, target: ToTarget | None = None,
-                  max_epochs: int | None = None, coverage: bool = False,
-                  names: Sequence[str] | None = None, profile: str = "quick") -> StoppingRule:
-    """A sweep's stopping rule from what its user gave (None: not given): ``--epochs N``,
-    ``--target-quality`` (``target``: a number, or each workload's own), ``--max-epochs N``,
-    for the workloads ``names`` (None: all) at ``profile``; the coverage grid (``coverage``)
-    trains :data:`COVERAGE_EPOCHS`. Given neither ``--epochs`` nor ``--target-quality``, a
-    sweep trains each workload with a measured target at the profile to it and the others
-    :data:`DEFAULT_EPOCHS`. A numeric or default target without ``--max-epochs`` is capped at
-    :func:`~parabench.case.target.default_max_epochs` of the workloads. Contradictions raise
-    :class:`~parabench.config.ConfigError` saying which flag to use."""
-    selected = list(names or workloads.names())
-    if target is not None:
-        if epochs is not None:
-            raise ConfigError("--epochs N trains exactly N epochs, --target-quality stops "
-                              "when the target is reached; give its cap as --max-epochs N "
-                              f"(default {default_max_epochs([], profile)})")
-        return ToTarget(target.quality,
-                        max_epochs=max_epochs or default_max_epochs(selected, profile))
-    if epochs is None and not coverage:
-        if max_epochs is not None and not any(
-                w in workloads and quality_target(w, profile) is not None for w in selected):
-            named = ",".join(names or []) or "the workloads"
-            raise ConfigError(f"--max-epochs caps a --target-quality run (or a run to a "
-                              f"workload's measured target: none of {named} has one at "
-                              f"{profile}); for a fixed count use --epochs N")
-        return ToTarget(max_epochs=max_epochs, otherwise=Epochs(DEFAULT_EPOCHS))
-    if max_epochs is not None:
-        raise ConfigError("--max-epochs caps a run to the target quality; for a fixed count "
-                          "use --epochs N (not both)" if epochs else
-                          "--max-epochs caps a --target-quality run; the coverage grid "
-                          "takes --epochs N")
-    return Epochs(epochs or COVERAGE_EPOCHS)
-
-
-def case_id(workload: str, method: str, device: str, workers: int) -> str:
-    """The pytest-benchmark id of a case (asv's parameters are the same four values):
-    :meth:`parabench.identity.CaseKey.slug`'s ``mlp-ddp-cpu-w2``."""
-    return slug(workload, method, device, f"w{workers}")
-
-
-def case_markers(workload: str, method: str, device: str, workers: int) -> set[str]:
-    """pytest markers of a case: its requirements' markers, plus ``cpu`` or ``cuda``."""
-    needs = set(methods.get(method).requires) | set(workloads.get(workload).requires)
-    if device == "cuda":
-        needs.add("multigpu" if workers > 1 else "cuda")
-    table = hardware.REQUIREMENTS
-    marks = {marker for n in needs if n in table and (marker := table[n].marker) is not None}
-    return marks | {"cuda" if device == "cuda" else "cpu"}
-
-
-def _axes(config: RunConfig) -> tuple[str, str, str, int]:
-    return config.workload, config.method, config.device, config.workers
-
-
-def skip_reason(config: RunConfig, *, oversubscribe: bool = False,
-                cores: int | None = None) -> str | None:
-    """Why this case cannot run here (None: it can): the method's check, then the cores."""
-    cores = cores or available_cores()
-    reason = methods.get(config.method).check(workloads.get(config.workload), config)
-    if reason is None and not oversubscribe and config.oversubscribed(cores):
-        reason = (
-            f"{config.workers} worker(s) x {config.threads} thread(s) exceeds the {cores} cores "
-            "here; use fewer workers/threads or pass --oversubscribe"
-        )
-    return reason
-
-
-@dataclass(frozen=True, kw_only=True)
-class Case:
-    """A planned case of a sweep: its config, and why it cannot run (None: it can)."""
-
-    config: RunConfig
-    skip_reason: str | None = None
-
-    @property
-    def id(self) -> str:
-        return case_id(*_axes(self.config))
-
-    @property
-    def markers(self) -> set[str]:
-        return case_markers(*_axes(self.config))
-
-
-def default_devices() -> list[str]:
-    return [d for d in DEVICES if d == "cpu" or hardware.probe("cuda") is None]
-
-
-def option_sets(options: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the swept options, those with fewer work options on (compile,
-    checkpointing, DataLoader knobs away from their defaults) first: a serial run with them
-    is graded on the plain serial run, which must have been recorded before it."""
-    names = sorted(options)
-    combos = [dict(zip(names, values, strict=True))
-              for values in itertools.product(*(options[n] for n in names))]
-    return sorted(combos, key=lambda combo: len(work_options(combo)))
+__all__ = ["BenchCase", "Case", "Grid", "bench_cases", "case_markers", "option_sets", "plan",
+           "skip_reason", "stopping_rule", "with_ratio_baselines"]
 
 
 def plan(grid: Grid) -> list[Case]:
     """Every case of the grid, in a stable order; names are checked before anything runs."""
     if grid.coverage:
-        from parabench.sweep.coverage import coverage  # it plans with this module's pieces
-
         return coverage(grid)
     wl_names = list(grid.workloads or workloads.names())
     m_names = list(grid.methods or methods.names())
@@ -227,31 +88,6 @@ def plan(grid: Grid) -> list[Case]:
     return with_ratio_baselines(cases, grid, cores)
 
 
-def with_ratio_baselines(cases: list[Case], grid: Grid, cores: int) -> list[Case]:
-    """``cases`` plus, before each planned baseline run, the same baseline at every other
-    thread count the runnable cases' ratios need (none when no baseline run is planned)."""
-    needed: dict[tuple, set[int]] = {}
-    for case in cases:
-        c = case.config
-        if case.skip_reason is None and not is_baseline(c.method):
-            cid = CaseId.of(c)  # the runs ratios() will look for: the comparer's own rule
-            for want in baseline_keys(cid.group):
-                needed.setdefault(cid.baseline_slot(want.method), set()).add(want.threads)
-    out: list[Case] = []
-    for case in cases:
-        c = case.config
-        if is_baseline(c.method) and (own := baseline_threads(c.workload, c.method,
-                                                              c.threads)) != c.threads:
-            c = c.replace(threads_per_worker=own)  # what it records: one run, not two
-            case = Case(config=c, skip_reason=case.skip_reason)
-        if is_baseline(c.method):
-            slot = CaseId.of(c).baseline_slot(c.method)
-            for threads in sorted(needed.get(slot, set()) - {c.threads}):
-                extra = c.replace(threads_per_worker=threads)
-                out.append(Case(config=extra, skip_reason=skip_reason(
-                    extra, oversubscribe=grid.oversubscribe, cores=cores)))
-        out.append(case)
-    return out
 
 
 class BenchCase(NamedTuple):

@@ -12,8 +12,9 @@ compact table lifts the columns with one value in every row into a title line
 (``cnn · cpu · profile tiny · batch 64 · 1 repeat``), leaves out ``epoch s`` (its ``~`` / ``!``
 marks go on samples/s), ``MFU`` and ``bubble``; where its ok rows are still too wide, it
 leaves out ``scaling``, then shows ``to target`` without its samples and start-up; it cuts a
-failed case's reason to the room left; the other cells are the wide table's. Legend lines wrap at
-120; :func:`wrap_lines` wraps the answer the same way. Columns:
+failed case's reason to the room left (the whole reason follows the table, wrapped); the
+other cells are the wide table's. Legend lines wrap at 120; :func:`wrap_lines` wraps the answer
+the same way. Columns:
 
 * ``samples/s``: steady-state throughput with its 95 % confidence interval, ``50,072 ±3.0%``.
   A case measures it in speed windows (:mod:`parabench.case.lifecycle`): after a warm-up
@@ -205,7 +206,7 @@ def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[
     to samples/s; where the ok rows are still too wide, ``scaling`` goes too, then ``to
     target`` shows its short cell (the seconds, their CI, ``derived``: the samples and
     start-up stay in the wide one). A failed or skipped case's reason is cut to the room
-    left (at least ``MIN_REASON``: the wide table, the report and the JSON keep it)."""
+    left (at least ``MIN_REASON``) and follows the table whole, wrapped."""
     col = {h: i for i, h in enumerate(header)}
     lifted = [h for h in LIFTABLE if cells and len({c[col[h]] for c in cells}) == 1]
     title = " · ".join(t for h in lifted if (t := _titled(h, cells[0][col[h]])))
@@ -226,21 +227,23 @@ def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[
         rows = short
         hidden.append("to target's samples and start-up")
     rows, cut = _fit_reasons(keep, rows, shown, limit)
-    if cut:
-        hidden.append("the whole reasons")
-    return ([title] if title else []) + _grid(keep, rows), hidden
+    whole = [line for r, reason in cut
+             for line in _wrap(f"{r.workload}/{r.method} {r.workers}x{r.threads}: {reason}")]
+    return ([title] if title else []) + _grid(keep, rows) + whole, hidden
 
 
 def _fit_reasons(header: list[str], rows: list[tuple[str, ...]], shown: list[Row],
-                 limit: int) -> tuple[list[tuple[str, ...]], bool]:
+                 limit: int) -> tuple[list[tuple[str, ...]], list[tuple[Row, str]]]:
     """The rows with each failed or skipped case's reason (the last cell) cut to what is
-    left of ``limit`` (at least MIN_REASON), and whether any was cut."""
+    left of ``limit`` (at least MIN_REASON), and each cut row with its whole reason (shown
+    under the table, wrapped)."""
     widths = [max(len(row[i]) for row in [tuple(header), *rows]) for i in range(len(header) - 1)]
     room = max(limit - sum(widths) - 2 * len(widths), MIN_REASON)
-    out, cut = [], False
+    out, cut = [], []
     for row, r in zip(rows, shown, strict=True):
         if r.status != "ok" and len(row[-1]) > room:
-            row, cut = (*row[:-1], row[-1][:room - 3].rstrip() + "..."), True
+            cut.append((r, row[-1]))
+            row = (*row[:-1], row[-1][:room - 3].rstrip() + "...")
         out.append(row)
     return out, cut
 

@@ -15,7 +15,8 @@ Usage::
 * :mod:`~parabench.torch.data_parallel`, :mod:`~parabench.torch.fedavg`,
   :mod:`~parabench.torch.pipeline` - rank programs of the multi-process methods.
 * :mod:`~parabench.torch.session` - the session that drives rank programs in a pool.
-* :mod:`~parabench.torch.launch` - the same case under ``torchrun``.
+* :mod:`~parabench.torch.launch` - the same case under ``torchrun`` (its entry point:
+  :mod:`parabench.cli.torchrun`).
 
 Inside this package ``import torch`` is PyTorch itself (absolute imports).
 """

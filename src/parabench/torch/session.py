@@ -36,7 +36,7 @@ implements it for data-parallel methods:
 
 The ranks' group comes from ``self.launcher`` (:mod:`parabench.core.launcher`), which the
 lifecycle sets: a :class:`~parabench.core.pool.WorkerPool` by default; under ``torchrun``
-(``python -m parabench.torch.launch``) the same session runs on every rank with an
+(``python -m parabench.cli.torchrun``) the same session runs on every rank with an
 in-process stand-in for the pool (:class:`parabench.torch.launch.TorchrunGroup`).
 """
 
@@ -214,7 +214,7 @@ class DistributedTorchSession(Session):
             if not self._peaks:
                 self._collect_peaks()  # an epoch failed before evaluate: keep what was reached
             if self.pool.running and hasattr(self.pool, "final_notes"):  # torchrun's group
-                final = self.pool.final_notes()  # summed by parabench.torch.launch.finish
+                final = self.pool.final_notes()  # summed by parabench.cli.torchrun.finish
                 self.facts = dataclasses.replace(
                     self.facts, rank_max_rss_mb=final.pop("rank_max_rss_mb"),
                     rank_peak_pss_mb=final.pop("rank_peak_pss_mb"),

@@ -1,48 +1,28 @@
-"""Command line: ``parabench list | env | run | report | compare``.
+"""``parabench run``: its flags, the grid they ask for, and the run.
 
 Usage::
 
-    parabench list [--json]
-    parabench env [--json]
-    parabench run [--workload W,..] [--method M,..] [--all] [--device cpu,cuda] [--workers 1,2]
-                  [--batch-size N,..|auto] [--epochs N] [--profile tiny|quick|full]
-                  [--repeats R] [--seed S] [--timeout SEC] [--out FILE.jsonl] [--resume]
-                  [--target-quality [Q|default] [--max-epochs N]]   # time to accuracy
-                  [--report DIR] [--tensorboard DIR] [--dry-run]
-    parabench report RESULTS.jsonl [...] [--out DIR]
-    parabench compare BASE.jsonl NEW.jsonl [--threshold 10%] [--run-cv 6%]
-                  [--allow-cross-machine]
-    parabench compare --rerun BASE_REF [NEW_REF] [--rounds N] [--order abba|abab]
-                      [--out-dir DIR] [--workload W,..] [--method M,..] [--profile P] ...
+    from parabench.cli import build_parser
+    from parabench.cli.run import grid_from
+    grid = grid_from(build_parser().parse_args(["run", "--workload", "mlp"]))   # checked
+    grid.stop                                   # the planner's stopping rule for the flags
 
-``parabench run`` with neither ``--workload`` nor ``--method`` plans the coverage grid (every
-method once, every workload under serial and a data-parallel method; tiny, 1 epoch: minutes,
-see :mod:`parabench.sweep.coverage`); ``--all`` plans the full product (quick, 3 epochs: hours).
-A sweep given neither ``--epochs`` nor ``--target-quality`` trains each workload that has a
-measured target at the profile (tiny) to it, and ranks by time to it (the planner decides:
-:func:`parabench.sweep.plan.stopping_rule`).
-
-Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
-or a result, report or event file could not be written (one line; what was written is kept),
-2 usage error (one line on stderr saying what was wrong and what is valid; found before any
-case starts where it can be), 130 interrupted by Ctrl-C (SIGINT), 143 stopped by SIGTERM.
-``compare``: 0 no regression, 1 a regression, 2 usage error, 3 no regression but some case's
-speed not judged because BASE and NEW ran on different machines.
-Either signal stops the running case (its whole process group) and keeps the results
-already written. Argument parsing lives in ``build_parser``; each subcommand is one
-``cmd_<name>`` function.
+``--dry-run`` prints the plan and an estimate (:func:`dry_run`); ``--report DIR`` and
+``--tensorboard DIR`` write as the cases finish (:mod:`parabench.cli.report`,
+:func:`tensorboard_log`).
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from parabench.case.result import Result, read_results
 from parabench.case.target import DEFAULT_MAX_EPOCHS
-from parabench.cli_types import (
+from parabench.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, one_line
+from parabench.cli.types import (
     batch,
     bool_value,
     choice,
@@ -52,60 +32,24 @@ from parabench.cli_types import (
     positive_int,
     target,
 )
-from parabench.config import DEVICES, PROFILES, ConfigError
-from parabench.registry import UnknownNameError
-from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, StopError, ToTarget
+from parabench.config import DEVICES, PROFILES
+from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, ToTarget
 
 if TYPE_CHECKING:
     from parabench.sweep.plan import Grid
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: the full sweep's profile (--all, or any --workload/--method) and the coverage grid's
 FULL_PROFILE, COVERAGE_PROFILE = "quick", "tiny"
-EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM  # the shell's 130, 143
-
-
-class UsageError(Exception):
-    """Bad command-line input; becomes one stderr line and exit code 2."""
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived; unwinds like KeyboardInterrupt, so every ``finally`` runs (the case's
-    process group is killed, the temporary directory removed)."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut cleanup short
-    raise Terminated
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
 
 def _coverage(args: argparse.Namespace) -> bool:
     """The coverage grid: neither --workload nor --method nor --all given."""
     return not (args.workload or args.method or args.all_cases)
 
-
 def _profile(args: argparse.Namespace) -> str:
     return args.profile or (COVERAGE_PROFILE if _coverage(args) else FULL_PROFILE)
 
-
-def build_parser() -> argparse.ArgumentParser:
-    from parabench import __version__
+def add_parser(sub: argparse._SubParsersAction) -> None:
     from parabench.registry import methods, workloads
-
-    parser = _Parser(prog="parabench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", action="version", version=f"parabench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    p = sub.add_parser("list", help="workloads and methods, and what can run here")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-
-    p = sub.add_parser("env", help="system / runtime summary")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("run", help="run a grid of cases (default: the coverage grid, minutes)")
     p.add_argument("--workload", type=csv(str, "workload names"),
@@ -178,11 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every column of the summary table (default: a compact table within "
                         "120 columns; on a terminal with rich, the full one where it fits)")
     _add_option_flags(p)
-    from parabench.cli_report import add_report_commands
-
-    add_report_commands(sub)
-    return parser
-
 
 def _add_option_flags(p: argparse.ArgumentParser) -> None:
     """One flag per option the registered methods and workloads declare: lists (grid axes)
@@ -208,7 +147,6 @@ def _add_option_flags(p: argparse.ArgumentParser) -> None:
         group.add_argument(flag, dest=f"opt_{name}", type=csv(convert, what),
                            metavar=metavar, help=spec.help)
 
-
 def option_axes(args: argparse.Namespace) -> dict[str, list]:
     """The option flags given on the command line, each as a list of values to sweep."""
     axes = {}
@@ -217,22 +155,9 @@ def option_axes(args: argparse.Namespace) -> dict[str, list]:
             axes[key[4:]] = value if isinstance(value, list) else [value]
     return axes
 
-
-def cmd_list(args: argparse.Namespace) -> int:
-    from parabench.cli_report import list_command
-
-    return list_command(args)
-
-
-def cmd_env(args: argparse.Namespace) -> int:
-    from parabench.cli_report import env_command
-
-    return env_command(args)
-
-
 def grid_from(args: argparse.Namespace) -> Grid:
     """The grid ``parabench run``'s arguments ask for, checked before anything starts: the one
-    place they become one (torchrun's entry point, :mod:`parabench.torch.launch`, uses it too).
+    place they become one (torchrun's entry point, :mod:`parabench.cli.torchrun`, uses it too).
     """
     from parabench.sweep import preflight
     from parabench.sweep.plan import Grid, stopping_rule
@@ -255,7 +180,6 @@ def grid_from(args: argparse.Namespace) -> Grid:
     preflight.check_data_dirs(grid)
     return grid
 
-
 def cmd_run(args: argparse.Namespace) -> int:
     from parabench.case.result import FAILED_STATUSES
     from parabench.engines.probe import check_external_engines
@@ -269,22 +193,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     preflight.check_out_dir("--report", args.report)
     preflight.check_out_dir("--tensorboard", args.tensorboard)
     grid = grid_from(args)
-    from parabench import cli_report
-
     if args.dry_run:
-        return cli_report.dry_run(grid, args)
+        return dry_run(grid, args)
     check_external_engines(grid.options)  # nothing answers: exit 2 in seconds, not minutes
     preflight.check_runnable(plan(grid))  # all before the first case starts
-    baselines = cli_report.earlier_baselines(args.out)
-    tensorboard = cli_report.tensorboard_log(args.tensorboard, args.out)
+    baselines = earlier_baselines(args.out)
+    tensorboard = tensorboard_log(args.tensorboard, args.out)
     results = run_grid(grid, out=args.out, resume=args.resume, on_result=tensorboard)
     print(format_table(summarize(results, baselines), wide=args.wide, width=terminal_width()))
     print(f"\n{len(results)} case(s); results in {args.out}")
     if args.tensorboard:
         print(f"TensorBoard event files: tensorboard --logdir {args.tensorboard}")
     if args.report:
-        cli_report.write_report_and_say(results, args.report, baselines=baselines,
-                                        sources=[args.out])
+        from parabench.cli.report import write_report_and_say
+
+        write_report_and_say(results, args.report, baselines=baselines,
+                             sources=[args.out])
     bad_input = sorted({r.reason for r in results if r.facts.config_error})
     for reason in bad_input:  # e.g. a --data-dir that does not hold the expected layout
         print(f"parabench: error: {reason}", file=sys.stderr)
@@ -292,61 +216,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     return EXIT_FAILED if any(r.status in FAILED_STATUSES for r in results) else EXIT_OK
 
+def dry_run(grid: Any, args: argparse.Namespace) -> int:
+    from parabench.sweep.dryrun import describe_plan
+    from parabench.sweep.plan import plan
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from parabench.cli_report import report_command
+    print(describe_plan(plan(grid), list(read_results(args.out)), resume=args.resume))
+    return EXIT_OK
 
-    return report_command(args)
+def earlier_baselines(out: str) -> list[Result]:
+    """Baseline results already in --out: parity uses them, so the table's speedup does too."""
+    from parabench.analysis.ratios import is_baseline
 
+    return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from parabench.cli_report import compare_command
+def tensorboard_log(log_dir: str | None, out: str = "results.jsonl"
+                    ) -> Callable[[Result], None] | None:
+    """What writes each result's event files under ``log_dir`` (None without it). A write
+    that fails (a full disk) stops the run with one line saying the results in ``out`` stay."""
+    if log_dir is None:
+        return None
+    from parabench.sweep.tensorboard import TensorBoardLog
 
-    return compare_command(args)
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "list": cmd_list,
-    "env": cmd_env,
-    "run": cmd_run,
-    "report": cmd_report,
-    "compare": cmd_compare,
-}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return _main(argv)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        log = TensorBoardLog(log_dir)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
 
+    def write(result: Result) -> None:
+        try:
+            log.write(result)
+        except OSError as exc:
+            raise OSError(f"--tensorboard {log_dir}: could not write event files "
+                          f"({one_line(exc)}); the run stopped, the results written to "
+                          f"{out} so far are kept") from exc
 
-def _main(argv: Sequence[str] | None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
-    except (UsageError, UnknownNameError, ConfigError, StopError) as exc:
-        print(f"parabench: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:  # `parabench list | head`: the reader left; not an error
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except OSError as exc:  # a disk filled or a folder went away after the checks up front
-        from parabench.cli_report import one_line
-
-        print(f"parabench: error: {one_line(exc)}", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("parabench: interrupted; results recorded so far are kept", file=sys.stderr)
-        return EXIT_SIGINT
-    except Terminated:
-        print("parabench: terminated by SIGTERM; the running case was stopped, results "
-              "recorded so far are kept", file=sys.stderr)
-        return EXIT_SIGTERM
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return write

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from parabench.case.measure import TreeSampler, pss_source, tree, tree_cpu_seconds, tree_memory
 from parabench.case.result import Result
+from parabench.core.measure import TreeSampler, pss_source, tree, tree_cpu_seconds, tree_memory
 
 pytestmark = pytest.mark.cpu
 
@@ -102,7 +102,7 @@ def test_peak_mb_prefers_pss_and_falls_back_to_rss() -> None:
 
 
 def test_torchrun_sums_rank_pss_peaks_with_rss_where_pss_was_unreadable() -> None:
-    from parabench.torch.launch import summed_pss
+    from parabench.cli.torchrun import summed_pss
 
     both = {"rank_max_rss_mb": [700.0, 650.0], "rank_peak_pss_mb": [400.0, 380.5]}
     assert summed_pss(both) == (780.5, {"peak_pss_source": "pss",
@@ -118,7 +118,7 @@ def test_torchrun_sums_rank_pss_peaks_with_rss_where_pss_was_unreadable() -> Non
 def test_case_memory_counts_file_pages_once_whatever_runs_beside() -> None:
     """Libraries are file-backed and PSS splits them with every process on the machine, also
     outside the case; the case figure counts them once, whole (the largest process's RssFile)."""
-    from parabench.case.measure import TreeMemory
+    from parabench.core.measure import TreeMemory
 
     # two ranks: 200 MB anonymous each, libtorch (400 MB file RSS) split 4 ways machine-wide
     alone = TreeMemory(rss=1200 << 20, pss=(200 + 200 + 200 + 200) << 20, pss_read=2,
@@ -136,7 +136,7 @@ def test_rss_is_never_below_what_the_later_pss_read_saw(monkeypatch: pytest.Monk
 
     import psutil
 
-    from parabench.case import measure
+    from parabench.core import measure
 
     me = psutil.Process(os.getpid())
     rss = me.memory_info().rss
