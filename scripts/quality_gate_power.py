@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     runs_dir = args.runs or args.out / "runs"
     sys.path.insert(0, str(ROOT / "src"))
-    from parabench.workloads.targets import table
+    from parabench.workloads.quality_targets import table
 
     entry = table().get(args.workload, {}).get(args.profile)
     if entry is None:

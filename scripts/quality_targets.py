@@ -30,7 +30,7 @@ Each entry records the target, the per-seed final qualities and curves, the seed
 epochs, the command and the date, in ``src/parabench/workloads/quality_targets.json`` under
 its workload and profile. Entries not measured by this invocation are kept as they were.
 ``--target-quality`` without a value reads this table
-(:mod:`parabench.workloads.targets`).
+(:mod:`parabench.workloads.quality_targets`).
 
 Not a timing: the machine's load does not matter, only the qualities are used.
 """
@@ -53,7 +53,7 @@ from parabench.registry import workloads
 from parabench.stopping import ToTarget
 from parabench.sweep.plan import Grid
 from parabench.sweep.run import run_grid
-from parabench.workloads.targets import TABLE
+from parabench.workloads.quality_targets import TABLE
 
 ABOUT = ("Default time-to-quality targets: per workload and profile, the 10th percentile "
          "(90th for lower-is-better metrics; numpy's linear interpolation) over seeds of "

@@ -123,7 +123,7 @@ class RunConfig:
     repeat: int = 0
     timeout_s: float = 600.0
     options: dict[str, Any] = field(default_factory=dict)
-    #: time-to-accuracy mode (parabench.case.target): stop at the first epoch whose held-out
+    #: time-to-accuracy mode (parabench.case.stopping): stop at the first epoch whose held-out
     #: quality reaches this; ``epochs`` is then the most epochs tried. None: fixed epochs
     target_quality: float | None = None
     #: training steps per speed window (parabench.case.lifecycle): None picks them so a window

@@ -23,7 +23,7 @@ from :func:`parabench.torch.loop.window_order` (full global batches, the same sa
 every method); any other session's window is one more epoch (``"epoch"``) or one more fit
 (``"fit"``, the estimators), the default :meth:`Session.train_window`.
 
-**Parts of an epoch.** Time-to-target mode (:mod:`parabench.case.target`) evaluates
+**Parts of an epoch.** Time-to-target mode (:mod:`parabench.case.stopping`) evaluates
 held-out quality between *parts* of an epoch: ``epoch_parts(wanted)`` says how many the
 session trains an epoch in (at most ``wanted``; the default 1: whole epochs only) and
 ``train_part(epoch, part, parts)`` trains one of them. The parts of an epoch, in order, train

@@ -61,7 +61,7 @@ class ToTarget:
     at most ``max_epochs`` epochs.
 
     ``quality`` None: each workload's own target. ``max_epochs`` None: each workload's default
-    cap (:func:`parabench.case.target.default_max_epochs`). ``otherwise`` (only with
+    cap (:func:`parabench.case.stopping.default_max_epochs`). ``otherwise`` (only with
     ``quality`` None): the rule of a workload that has no measured target at the profile, or
     trains on the user's own data; without it such a workload trains to the fallback target.
     """

@@ -108,7 +108,7 @@ class Workload(ABC):
     seed_spread: ClassVar[dict[str, float]] = {}
     #: held-out quality serial reaches at the quick profile in 3 epochs (measured, listed in
     #: docs/measurements.md); ``--target-quality default`` derives its fallback from it where
-    #: no target was measured for the profile (parabench.case.target, workloads.targets)
+    #: no target was measured for the profile (parabench.case.stopping, workloads.quality_targets)
     reference_quality: ClassVar[float | None] = None
     #: False when every epoch retrains the same model from scratch (a seeded forest refit),
     #: so more epochs cannot raise quality: time-to-target mode stops after the first

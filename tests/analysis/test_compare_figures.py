@@ -12,7 +12,7 @@ import pytest
 
 from parabench.analysis import ratios as compare
 from parabench.case.result import Result
-from parabench.sweep.report import format_table, summarize
+from parabench.sweep.table import format_table, summarize
 
 pytestmark = pytest.mark.cpu
 

@@ -13,7 +13,7 @@ from parabench.analysis import parity as parity_module
 from parabench.analysis.parity import EXACT_TOLERANCE, FALLBACK_SPREAD, assess
 from parabench.analysis.ratios import MIN_STATISTICAL_TOLERANCE, SPREAD_FACTOR
 from parabench.case.result import Facts, Grading, QualityValue, Result, read_results
-from parabench.sweep.report import format_table, summarize
+from parabench.sweep.table import format_table, summarize
 from parabench.workloads import spread
 
 

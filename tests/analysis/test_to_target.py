@@ -9,9 +9,9 @@ import pytest
 
 from parabench.analysis.recommend import describe, recommend, times_to_target
 from parabench.analysis.summary import summarize
-from parabench.analysis.to_target import BUDGET
+from parabench.analysis.time_to_target import BUDGET
 from parabench.case.result import QualityValue, Result
-from parabench.sweep.report import format_table
+from parabench.sweep.table import format_table
 
 pytestmark = pytest.mark.cpu
 

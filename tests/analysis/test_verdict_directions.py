@@ -35,7 +35,7 @@ from parabench.case.machine import BUSY_SLACK_CORES
 from parabench.case.result import Grading, QualityValue, Result
 from parabench.cli import common as cli_common
 from parabench.cli import compare as cli_compare
-from parabench.sweep.report import format_table, summarize
+from parabench.sweep.table import format_table, summarize
 from sweepdata import ENV, case, write
 
 pytestmark = pytest.mark.cpu

@@ -20,7 +20,7 @@ import pytest
 
 from parabench.case import execute as execute_mod
 from parabench.case.result import Result
-from parabench.case.target import (
+from parabench.case.stopping import (
     DEFAULT_MAX_EPOCHS,
     TargetTracker,
     default_target,
@@ -33,8 +33,8 @@ from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.registry import workloads
 from parabench.stopping import Epochs, StopError, ToTarget
-from parabench.sweep.report import format_table, summarize
 from parabench.sweep.run import Grid, plan
+from parabench.sweep.table import format_table, summarize
 from parabench.workload import Dataset, Quality, Workload
 
 pytestmark = pytest.mark.cpu
@@ -195,7 +195,7 @@ def test_the_fallback_target_is_97_percent_of_serial_quick_quality() -> None:
 def test_the_default_target_is_the_measured_one_else_the_fallback_said_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from parabench.workloads import targets
+    from parabench.workloads import quality_targets as targets
 
     entry = {"target": 0.8125, "percentile": 10, "seeds": list(range(10)), "epochs": 8,
              "command": "python scripts/quality_targets.py --profile tiny", "date": "2026-11-26"}
@@ -218,7 +218,7 @@ def test_the_shipped_table_has_every_workload_the_default_run_trains() -> None:
     """Every workload of `parabench run` (no options: the coverage grid at tiny) and of the
     README's main job (cnn at tiny) has a measured target, at most 1 of 10 seeds below it."""
     from parabench.cli import COVERAGE_PROFILE
-    from parabench.workloads.targets import quality_target, table
+    from parabench.workloads.quality_targets import quality_target, table
 
     cases = plan(Grid(coverage=True, profile=COVERAGE_PROFILE, stop=Epochs(1)))
     default_run = {c.config.workload for c in cases if c.skip_reason is None
@@ -456,8 +456,8 @@ def test_max_epochs_default_reaches_the_measured_budget(
     """A statistical case is judged where it trained on to its target's budget
     (:func:`hold_epochs`): the default cap must let it get there."""
     from parabench import cli as cli_mod
-    from parabench.case import target as target_mod
-    from parabench.workloads.targets import TargetEntry
+    from parabench.case import stopping as target_mod
+    from parabench.workloads.quality_targets import TargetEntry
 
     budgets = {("mlp", "tiny"): 24, ("cnn", "tiny"): 8}
     monkeypatch.setattr(target_mod, "quality_target", lambda name, profile: (

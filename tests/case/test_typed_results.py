@@ -17,7 +17,7 @@ from parabench.case.result import SCHEMA, QualityValue, Result, read_results
 from parabench.config import RunConfig
 from parabench.core.records import Energy, Facts, Grading, Machine, Parity, TimeToTarget, Window
 from parabench.registry import methods, workloads
-from parabench.sweep.report import format_table, summarize
+from parabench.sweep.table import format_table, summarize
 
 pytestmark = pytest.mark.cpu
 
@@ -193,9 +193,9 @@ def test_parity_tolerance_is_the_one_assess_applies(epochs: int) -> None:
 
 #: the summary table's Row has its own ``extra`` (its display columns, not Result.extra)
 ROW_COLUMNS = {("analysis/summary.py", "TO_TARGET in r.extra"),
-               ("sweep/report.py", "TO_TARGET in r.extra"),
+               ("sweep/table.py", "TO_TARGET in r.extra"),
                ("sweep/site/html.py", "TO_TARGET in r.extra"),
-               ("sweep/report.py", "r.extra.get(h, '-')"),
+               ("sweep/table.py", "r.extra.get(h, '-')"),
                ("sweep/site/html.py", "r.extra.get(h, '-')"),
                # shown, not decided on: a pipeline row's bubble in --wide and the report
                ("analysis/summary.py", "r.extra.get(note)")}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -197,8 +198,8 @@ def test_an_append_that_hits_a_full_disk_takes_its_bytes_back(
     before = _earlier(out)
     calls = _full_disk_writes(monkeypatch, out)
     with pytest.raises(ResultWriteError, match=r"could not write the result of cnn/serial cpu "
-                       r"w=1 r5 to .*r\.jsonl \(No space left on device\); the results before "
-                       r"it in the file are intact"):
+                       r"w=1 t=\d+ bs=\S+ r5 to .*r\.jsonl \(No space left on device\); the "
+                       r"results before it in the file are intact"):
         append_result(out, sweepdata.case("cnn", "serial", 1, repeat=5))
     assert len(calls) == 2, "the short write, then the rest: ENOSPC"
     assert out.read_bytes() == before, "a torn partial line was left behind"
@@ -256,9 +257,10 @@ def test_a_full_disk_stops_the_run_with_one_line_and_earlier_results_intact(
 
     code, line = _cli([*RUN, "--repeats", "2", "--out", str(out)], capsys)
     assert code == 1
-    assert line == (f"parabench: error: could not write the result of mlp/serial cpu w=1 r0 "
-                    f"to {out} (No space left on device); the results before it in the file "
-                    "are intact; this one is not in it")
+    assert re.fullmatch(r"parabench: error: could not write the result of mlp/serial cpu w=1 "
+                        rf"t=\d+ bs=\S+ r0 to {re.escape(str(out))} \(No space left on device\); "
+                        r"the results before it in the file are intact; this one is not in it",
+                        line), line
     assert len(started) == 1, "the run went on after a result was lost"
     assert out.read_bytes() == before
     assert [r.repeat for r in read_results(out)] == [0, 1]

@@ -106,7 +106,7 @@ SUBPROCESS = {"parabench.forest.tf_kernel", "parabench.tf.models", "parabench.tf
 
 #: examples that start processes or train (marked slow)
 SLOW = {
-    "parabench.case.energy", "parabench.core.launcher", "parabench.case.target",
+    "parabench.case.energy", "parabench.core.launcher", "parabench.case.stopping",
     "parabench.forest.tf_kernel", "parabench.tf.models", "parabench.case.execute",
     "parabench.case.isolate", "parabench.case.lifecycle", "parabench.core.pool",
     "parabench.method", "parabench.sweep.run", "parabench.sweep.rerun",
@@ -155,7 +155,7 @@ SETUP: dict[str, str] = {
         "serial_result = dataclasses.replace(serial, profile='tiny', time_to_target=ttt)"),
     "parabench.analysis.parity_text": "repeats = [r for r in results if r.method == 'ddp']\n"
                                       "result = repeats[0]",
-    "parabench.analysis.to_target": (
+    "parabench.analysis.time_to_target": (
         "import dataclasses\n"
         "from parabench.core.records import TimeToTarget\n"
         "results = [dataclasses.replace(r, time_to_target=TimeToTarget(\n"
@@ -233,7 +233,7 @@ SETUP: dict[str, str] = {
                            "result = dataclasses.replace(result, flops_per_sample=1e6)",
     "parabench.case.result": "import json\n"
                              "line = open('results.jsonl').readline()",
-    "parabench.case.target": _WORKLOADS + (
+    "parabench.case.stopping": _WORKLOADS + (
         "session = methods.get('serial').session(workloads.get('mlp'), config)\n"
         "session.start()\n__teardown__ = session.close\n"
         "epoch_s, startup_s, max_epochs = [0.1], 1.0, 3"),

@@ -28,7 +28,7 @@ from parabench.case.result import QualityValue, Result, read_results
 from parabench.config import RunConfig
 from parabench.methods.tf_data_parallel import reserve_ports, tf_config
 from parabench.registry import methods, workloads
-from parabench.sweep.report import summarize
+from parabench.sweep.table import summarize
 
 STEPS = 4  # K global steps of the weight-parity tests
 ATOL = 1e-5

@@ -19,7 +19,7 @@ import pytest
 
 from parabench.analysis.recommend import describe, recommend
 from parabench.case.result import read_results
-from parabench.sweep.report import BUBBLE, TABLE_WIDTH, format_table, summarize, wrap_lines
+from parabench.sweep.table import BUBBLE, TABLE_WIDTH, format_table, summarize, wrap_lines
 
 pytestmark = pytest.mark.cpu
 MAIN_JOB = Path(__file__).parents[1] / "data" / "main_job_tiny.jsonl"

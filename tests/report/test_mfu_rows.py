@@ -90,7 +90,7 @@ def test_a_run_records_the_peak_and_mfu_and_the_wide_table_shows_it(tmp_path: Pa
                                                                     monkeypatch: Any) -> None:
     from parabench.case.result import read_results
     from parabench.cli import main
-    from parabench.sweep.report import format_table, summarize
+    from parabench.sweep.table import format_table, summarize
 
     shared = tmp_path / "shared"  # a folder named for several runs: the cases write there
     shared.mkdir()

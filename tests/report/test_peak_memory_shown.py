@@ -9,7 +9,7 @@ import dataclasses
 
 from parabench.analysis.figures import peak_memory
 from parabench.analysis.recommend import describe, recommend
-from parabench.sweep.report import format_table, summarize
+from parabench.sweep.table import format_table, summarize
 from parabench.sweep.tensorboard import scalars
 from sweepdata import case
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from parabench.analysis.recommend import candidates
-from parabench.sweep.report import (
+from parabench.sweep.table import (
     REASON_WIDTH,
     TABLE_WIDTH,
     format_table,

@@ -20,7 +20,7 @@ from parabench.analysis.stats import (
 )
 from parabench.case.result import Result
 from parabench.sweep.progress import case_summary
-from parabench.sweep.report import format_table, summarize, windows_phrase
+from parabench.sweep.table import format_table, summarize, windows_phrase
 from parabench.sweep.tensorboard import scalars
 from sweepdata import SAMPLES, case
 

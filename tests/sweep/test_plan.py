@@ -107,11 +107,11 @@ def test_the_coverage_grid_holds_a_cheap_statistical_workload_to_its_target() ->
     runs mlp (where fedavg is) to its measured target and its epoch budget, so fedavg gets the
     converged check, and leaves the other workloads at their one epoch (vgg11's BatchNorm ddp
     is statistical too, but its hold is too dear for the default run)."""
-    from parabench.case.target import hold_epochs
+    from parabench.case.stopping import hold_epochs
     from parabench.registry import workloads
     from parabench.sweep.coverage import COVERAGE_HOLD_MAX_S
     from parabench.sweep.dryrun import guess_epochs, guess_s
-    from parabench.workloads.targets import quality_target
+    from parabench.workloads.quality_targets import quality_target
 
     cases = plan(Grid(coverage=True, profile="tiny", stop=Epochs(1)))
     mlp = quality_target("mlp", "tiny")
@@ -143,7 +143,7 @@ def test_a_sweep_trains_to_the_measured_target_unless_told_a_fixed_count(tmp_pat
     it, up to its epoch budget; --epochs N, a profile without a measured target, or the
     user's own data (--data-dir) train fixed epochs."""
     from parabench.cli import build_parser, grid_from
-    from parabench.workloads.targets import quality_target
+    from parabench.workloads.quality_targets import quality_target
 
     def configs(*argv: str) -> list:
         args = build_parser().parse_args(["run", "--method", "serial", *argv])

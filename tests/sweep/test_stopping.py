@@ -11,13 +11,13 @@ import dataclasses
 
 import pytest
 
-from parabench.case.target import DEFAULT_MAX_EPOCHS, default_max_epochs, default_target
+from parabench.case.stopping import DEFAULT_MAX_EPOCHS, default_max_epochs, default_target
 from parabench.cli import build_parser, grid_from, main
 from parabench.config import ConfigError, RunConfig
 from parabench.registry import workloads
 from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, Epochs, StopError, ToTarget
 from parabench.sweep.plan import Grid, plan, stopping_rule
-from parabench.workloads.targets import quality_target
+from parabench.workloads.quality_targets import quality_target
 
 pytestmark = pytest.mark.cpu
 

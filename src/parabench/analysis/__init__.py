@@ -17,7 +17,7 @@ Usage::
 * :mod:`~parabench.analysis.parity` and :mod:`~parabench.analysis.trajectory` - does a
   result match its baseline? (:mod:`~parabench.analysis.target_parity`: a statistical
   method's verdict in time-to-target mode; :mod:`~parabench.analysis.parity_text`: in words)
-* :mod:`~parabench.analysis.to_target` - every configuration's seconds to the target.
+* :mod:`~parabench.analysis.time_to_target` - every configuration's seconds to the target.
 * :mod:`~parabench.analysis.stats` - medians, bootstrap CIs, Mann-Whitney tests.
 * :mod:`~parabench.analysis.recommend` - which configuration to use.
 * :mod:`~parabench.analysis.summary` - the rows of the summary table.

@@ -8,7 +8,7 @@ Usage::
 Pure: reads Results, returns data. A *candidate* is one (method, workers, batch, options)
 configuration with its ok results. Candidates are ranked by median throughput, or, where the
 scope ran in time-to-target mode (``--target-quality``), by their training seconds to the
-target (:mod:`parabench.analysis.to_target`: derived from serial's samples for methods whose
+target (:mod:`parabench.analysis.time_to_target`: derived from serial's samples for methods whose
 trajectory matches serial's, measured for the others): a configuration that did not reach the
 target, or needed more than the budget of samples, cannot be recommended and says why; one
 that reached it sooner than serial with the same cores but within noise (the interval of
@@ -22,7 +22,7 @@ other run stands in), with a bootstrap CI over the samples of both (see
 processes took cores the case needed, ``Result.machine.busy``) says so. The runner-up is
 the best qualifying candidate of another method; the two differ significantly when a
 two-sided Mann-Whitney test gives p < 0.05 (in time-to-target mode: the interval of the
-ratio of their times, see :func:`parabench.analysis.to_target.speedup_to_target`).
+ratio of their times, see :func:`parabench.analysis.time_to_target.speedup_to_target`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from parabench.analysis.stats import (
     ratio_ci,
     throughput_samples,
 )
-from parabench.analysis.to_target import ToTarget, speedup_to_target, to_target
+from parabench.analysis.time_to_target import ToTarget, speedup_to_target, to_target
 from parabench.case.result import Result
 from parabench.identity import CaseKey, Scope
 

@@ -1,6 +1,6 @@
 """The summary table's rows: one per configuration (workload, method, device, workers x
 threads, batch, profile, options), its repeats folded into medians, ratios, parity and the
-fastest mark. :mod:`parabench.sweep.report` draws them; what each column means is there.
+fastest mark. :mod:`parabench.sweep.table` draws them; what each column means is there.
 
 Usage::
 
@@ -88,9 +88,14 @@ class Row:
     #: wide one would not fit 120 columns: ``to target`` without its samples and start-up
     extra_short: dict[str, str] = field(default_factory=dict)
     #: time-to-target mode: training seconds to the target at the row's steady speed
-    #: (:mod:`parabench.analysis.to_target`; older results without samples-to-target: the median
-    #: measured training seconds); None: not reached, or the mode is off. Rows rank by it
+    #: (:mod:`parabench.analysis.time_to_target`; older results without samples-to-target:
+    #: the median measured training seconds); None: not reached, or the mode is off. Rows
+    #: rank by it
     to_target_s: float | None = None
+
+    def label(self) -> str:
+        """``mlp/ddp 2x1``: the row as its notes under the table name it."""
+        return f"{self.workload}/{self.method} {self.workers}x{self.threads}"
 
 
 def _iqr(values: list[float]) -> float:

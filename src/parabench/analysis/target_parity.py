@@ -11,16 +11,16 @@ little (both sides stop just past the target), so :mod:`parabench.analysis.parit
 module instead:
 
 * **converged** (:func:`converged_verdict`): the case trained on past the target to the
-  measured table's epoch budget (:func:`parabench.case.target.hold_epochs`); its quality
+  measured table's epoch budget (:func:`parabench.case.stopping.hold_epochs`); its quality
   there must be within :data:`~parabench.analysis.ratios.SPREAD_FACTOR` x serial's seed
   spread at that budget of serial's median (both from ``quality_targets.json``:
-  :func:`~parabench.workloads.targets.converged_reference`). Converged quality varies far
+  :func:`~parabench.workloads.quality_targets.converged_reference`). Converged quality varies far
   less over seeds than an early epoch's, so this verdict sees small losses; its power (the
   loss it flags in 95 % of runs) is stated. ``differs`` reads ``converged -0.046``.
 * **reached** (:func:`reach_verdict`), where the case could not be held (``--max-epochs``
   under the budget, no table entry): ok when it reached the target serial reached. A run can
   touch the target at one lucky evaluation of a noisy plateau, so it is blinder: its power
-  comes from serial's curves (:func:`~parabench.workloads.targets.reach_power`).
+  comes from serial's curves (:func:`~parabench.workloads.quality_targets.reach_power`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from parabench.analysis.ratios import (
     quality_gap,
 )
 from parabench.case.result import Result
-from parabench.workloads.targets import converged_reference, reach_power
+from parabench.workloads.quality_targets import converged_reference, reach_power
 
 __all__ = ["converged_verdict", "reach_verdict", "target_verdict"]
 
@@ -50,7 +50,7 @@ def target_verdict(result: Result, base: Result) -> dict[str, Any] | None:
 def reach_verdict(result: Result, base: Result) -> dict[str, Any] | None:
     """Ok when ``result`` reached the target serial reached, failed when it did not within its
     epochs, with the power from serial's measured curves
-    (:func:`~parabench.workloads.targets.reach_power`; None where unmeasured). None unless
+    (:func:`~parabench.workloads.quality_targets.reach_power`; None where unmeasured). None unless
     both sides ran to the same target and serial got there."""
     mine, theirs = result.time_to_target, base.time_to_target
     if (mine is None or theirs is None or mine.target is None or not theirs.reached

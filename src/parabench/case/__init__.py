@@ -12,7 +12,7 @@ Usage::
   typed parts in :mod:`parabench.core.records` (window, parity, machine, grading, facts, ...).
 * :mod:`~parabench.case.isolate` - runs that worker in its own process group, with a timeout.
 * :mod:`~parabench.core.measure`, :mod:`~parabench.case.peak`, :mod:`~parabench.case.energy`,
-  :mod:`~parabench.case.target` - what is measured around the work.
+  :mod:`~parabench.case.stopping` - what is measured around the work.
 * :mod:`~parabench.case.bootstrap` - the bootstrap CI the windows are judged by.
 
 The process and clock machinery the lifecycle stands on (the one clock, the rank pool, the

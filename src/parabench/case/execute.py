@@ -14,7 +14,7 @@ start, epochs, evaluate, close); this module turns what it measured into a
 counters (:mod:`parabench.case.energy`), outside the epoch clock. With
 ``config.target_quality`` set, the epochs are trained in parts, each followed by a held-out
 evaluation, also off that clock, and training stops once the target is reached
-(:mod:`parabench.case.target`). Under
+(:mod:`parabench.case.stopping`). Under
 ``torchrun`` every rank runs this with ``launcher=TorchrunLauncher()``
 (:mod:`parabench.cli.torchrun`).
 """
@@ -35,7 +35,7 @@ from parabench.case.bootstrap import median_ci
 from parabench.case.energy import EnergyMeter, open_meter
 from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
 from parabench.case.result import QualityValue, Result
-from parabench.case.target import TargetTracker, tracker_for
+from parabench.case.stopping import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
 from parabench.core.launcher import POOL, Launcher
 from parabench.core.measure import self_max_rss_mb

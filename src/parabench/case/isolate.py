@@ -38,7 +38,7 @@ import psutil
 from parabench.case.execute import skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.result import Result
-from parabench.case.target import salvage
+from parabench.case.stopping import salvage
 from parabench.config import RunConfig
 from parabench.core.clock import Stopwatch
 from parabench.core.measure import TreeSampler

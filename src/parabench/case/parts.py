@@ -8,7 +8,7 @@ Usage::
 
 With ``between`` (:meth:`parabench.case.lifecycle.CaseLifecycle.train` in time-to-target
 mode) the epoch is trained in the session's parts (at most
-:data:`~parabench.case.target.EVALS_PER_EPOCH`, :meth:`parabench.method.Session.epoch_parts`)
+:data:`~parabench.case.stopping.EVALS_PER_EPOCH`, :meth:`parabench.method.Session.epoch_parts`)
 and ``between(stats, epoch, part, parts)`` runs after each part, outside its clock and its
 energy reads; a True return ends the epoch there, and the epoch's stats are those of the
 parts it trained (:meth:`~parabench.method.EpochStats.join`).
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from parabench.case.energy import EnergyMeter
-from parabench.case.target import EVALS_PER_EPOCH
+from parabench.case.stopping import EVALS_PER_EPOCH
 from parabench.method import EpochStats, Session
 
 #: called after each part of an epoch: (its stats, epoch, part, parts) -> stop the epoch here

@@ -46,6 +46,7 @@ from parabench.core.records import (
     Trace,
     Window,
 )
+from parabench.identity import CaseId
 
 __all__ = ["FAILED_STATUSES", "SCHEMA", "STATUSES", "Energy", "Facts", "Grading", "Machine",
            "Parity", "QualityValue", "Result", "TimeToTarget", "Trace", "Window",
@@ -128,7 +129,7 @@ class Result:
     #: to target: where it stopped), aligned with ``epoch_s`` (time-to-target mode only; every
     #: evaluation: ``time_to_target.eval_quality``)
     epoch_quality: list[float | None] = field(default_factory=list)
-    #: time-to-target mode (see parabench.case.target and TimeToTarget)
+    #: time-to-target mode (see parabench.case.stopping and TimeToTarget)
     time_to_target: TimeToTarget | None = None
     #: energy (see parabench.case.energy and Energy)
     energy: Energy | None = None
@@ -331,10 +332,9 @@ def append_result(path: str | os.PathLike[str], result: Result) -> None:
             _write_all(fd, line)
             os.fsync(fd)
         except OSError as exc:
-            r = result
             raise ResultWriteError(
-                f"could not write the result of {r.workload}/{r.method} {r.device} "
-                f"w={r.workers} r{r.repeat} to {path} ({exc.strerror or exc}); "
+                f"could not write the result of {CaseId.recorded(result).label()} to {path} "
+                f"({exc.strerror or exc}); "
                 f"{_cut_back(fd, start)}") from exc
     finally:
         os.close(fd)  # releases the lock

@@ -29,8 +29,8 @@ def write_report_and_say(results: list[Result], out_dir: str, *,
                          baselines: Sequence[Result] = (), sources: Sequence[str] = ()) -> None:
     """Write the report; print its recommendation lines (wrapped within 120 columns: the
     report keeps each whole), then its path (the last line)."""
-    from parabench.sweep.report import wrap_lines
     from parabench.sweep.site import write_report
+    from parabench.sweep.table import wrap_lines
 
     try:
         files = write_report(results, out_dir, baselines=baselines, sources=sources)

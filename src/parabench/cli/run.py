@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from parabench.case.result import Result, read_results
-from parabench.case.target import DEFAULT_MAX_EPOCHS
+from parabench.case.stopping import DEFAULT_MAX_EPOCHS
 from parabench.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, one_line
 from parabench.cli.types import (
     batch,
@@ -185,8 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from parabench.engines.probe import check_external_engines
     from parabench.sweep import preflight
     from parabench.sweep.plan import plan
-    from parabench.sweep.report import format_table, summarize, terminal_width
     from parabench.sweep.run import run_grid
+    from parabench.sweep.table import format_table, summarize, terminal_width
 
     preflight.check_timeout(args.timeout)  # before --out, as ever (grid_from checks it too)
     preflight.check_out(args.out)

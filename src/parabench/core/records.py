@@ -10,7 +10,7 @@ Every fact that code reads from a result is a declared field here; ``Result.extr
 free-form notes only (nothing in ``src/`` decides on them: tests/case/test_result.py checks).
 
 * :class:`Window` - the lifecycle's speed windows (:mod:`parabench.case.lifecycle`)
-* :class:`TimeToTarget` - time-to-target mode (:mod:`parabench.case.target`)
+* :class:`TimeToTarget` - time-to-target mode (:mod:`parabench.case.stopping`)
 * :class:`Energy` - the energy counters (:mod:`parabench.case.energy`)
 * :class:`Parity` - the verdict against the baseline (:mod:`parabench.analysis.parity`)
 * :class:`Trace` - exact parity's evidence (:mod:`parabench.analysis.trajectory`)

@@ -8,7 +8,7 @@ Usage::
 
 * :mod:`~parabench.sweep.plan` - a grid expanded into cases with skip reasons and markers.
 * :mod:`~parabench.sweep.run` - every case of a plan run isolated, results appended.
-* :mod:`~parabench.sweep.report`, :mod:`~parabench.sweep.site`,
+* :mod:`~parabench.sweep.table`, :mod:`~parabench.sweep.site`,
   :mod:`~parabench.sweep.tensorboard` - the table, the HTML report and TensorBoard, all
   reading results through :mod:`parabench.analysis`.
 """

@@ -60,7 +60,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from parabench.case.target import at_measured_target, default_max_epochs, hold_epochs
+from parabench.case.stopping import at_measured_target, default_max_epochs, hold_epochs
 from parabench.config import BatchSize, RunConfig, available_cores
 from parabench.identity import baseline_of, is_baseline
 from parabench.registry import methods, workloads
@@ -118,7 +118,7 @@ def coverage(grid: Grid) -> list[Case]:
 def _held_to_target(cases: list[Case]) -> list[Case]:
     """The coverage grid's cases with every case of a workload that needs it in time-to-target
     mode: a workload with a runnable statistical case whose converged check (training on to
-    the measured target's epoch budget, :func:`parabench.case.target.hold_epochs`) is guessed
+    the measured target's epoch budget, :func:`parabench.case.stopping.hold_epochs`) is guessed
     to take at most :data:`COVERAGE_HOLD_MAX_S`. The whole workload, so its answer ranks every
     row by time to the same target; its most epochs are the budget (or more, if asked)."""
     from parabench.sweep.dryrun import guess_s

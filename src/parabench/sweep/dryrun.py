@@ -62,10 +62,10 @@ def guess_s(config: RunConfig) -> float:
 
 def guess_epochs(config: RunConfig) -> float:
     """The epochs a case is guessed to train: ``epochs``, or in time-to-target mode the
-    statistical hold's budget (:func:`parabench.case.target.hold_epochs`), else the epochs
+    statistical hold's budget (:func:`parabench.case.stopping.hold_epochs`), else the epochs
     serial's measured seeds took to the target (at most ``epochs``)."""
-    from parabench.case.target import hold_epochs
-    from parabench.workloads.targets import epochs_to_target
+    from parabench.case.stopping import hold_epochs
+    from parabench.workloads.quality_targets import epochs_to_target
 
     if config.target_quality is None or config.workload not in workloads:
         return config.epochs

@@ -23,7 +23,7 @@ from typing import Any
 
 from parabench import hardware
 from parabench.analysis.ratios import baseline_keys
-from parabench.case.target import default_max_epochs, resolve
+from parabench.case.stopping import default_max_epochs, resolve
 from parabench.config import DEVICES, BatchSize, ConfigError, RunConfig, available_cores
 from parabench.identity import (
     CaseId,
@@ -34,7 +34,7 @@ from parabench.identity import (
 )
 from parabench.registry import methods, workloads
 from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, Epochs, StoppingRule, ToTarget
-from parabench.workloads.targets import quality_target
+from parabench.workloads.quality_targets import quality_target
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +90,7 @@ def stopping_rule(*, epochs: int | None = None, target: ToTarget | None = None,
     trains :data:`COVERAGE_EPOCHS`. Given neither ``--epochs`` nor ``--target-quality``, a
     sweep trains each workload with a measured target at the profile to it and the others
     :data:`DEFAULT_EPOCHS`. A numeric or default target without ``--max-epochs`` is capped at
-    :func:`~parabench.case.target.default_max_epochs` of the workloads. Contradictions raise
+    :func:`~parabench.case.stopping.default_max_epochs` of the workloads. Contradictions raise
     :class:`~parabench.config.ConfigError` saying which flag to use."""
     selected = list(names or workloads.names())
     if target is not None:

@@ -34,7 +34,7 @@ def _clock(seconds: float) -> str:
 def case_summary(result: Result) -> str:
     """'ok 0.041 s/epoch, 50,072 ±3.0% samples/s (8 windows of 415 steps)', or 'failed: <first
     line of the reason>'. Speed is the median of the steady windows with its 95 % CI
-    (:mod:`parabench.sweep.report`); results without windows show the figure alone."""
+    (:mod:`parabench.sweep.table`); results without windows show the figure alone."""
     if result.status != "ok":
         reason = (result.reason or "").strip().splitlines()
         return f"{result.status}: {reason[0][:120]}" if reason else result.status

@@ -54,7 +54,7 @@ def table(path: Path = TABLE) -> dict[str, dict[str, dict[str, dict[str, Any]]]]
 
 def entries(path: Path) -> dict[str, Any]:
     """The ``entries`` of a shipped table written by a measuring script ({} if absent):
-    this one and :mod:`parabench.workloads.targets`' read theirs through it."""
+    this one and :mod:`parabench.workloads.quality_targets`' read theirs through it."""
     if not path.exists():
         return {}
     return json.loads(path.read_text())["entries"]

@@ -29,7 +29,7 @@ from parabench.analysis.stats import amdahl_fit
 from parabench.case.result import Result
 from parabench.identity import CaseId
 from parabench.identity import Scope as ScopeKey
-from parabench.sweep.report import Row, format_table, not_applicable, summarize
+from parabench.sweep.table import Row, format_table, not_applicable, summarize
 
 SAMPLES_NOTE = (
     "Significance and CIs use independent repeats when a case has two or more (per-repeat "
@@ -39,7 +39,7 @@ SAMPLES_NOTE = (
     "reach p < 0.05 (Mann-Whitney); run --repeats 4 or more (or more --windows) to tell close "
     "methods apart."
 )
-#: what the summary table's samples/s cell means (parabench.sweep.report's module doc)
+#: what the summary table's samples/s cell means (parabench.sweep.table's module doc)
 SPEED_NOTE = (
     "samples/s: the median of the steady speed windows (W windows of N global mini-batch "
     "steps after a warm-up window; one fit, round or epoch for estimators, fedavg and "

@@ -18,8 +18,8 @@ from pathlib import Path
 from parabench.analysis.figures import memory_cell
 from parabench.analysis.stats import rate_text
 from parabench.identity import CaseId
-from parabench.sweep.report import TO_TARGET, Row, mfu_cell, windows_phrase
 from parabench.sweep.site.build import SAMPLES_NOTE, SPEED_NOTE, ReportData, Scope
+from parabench.sweep.table import TO_TARGET, Row, mfu_cell, windows_phrase
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2em auto;

@@ -32,7 +32,7 @@ It records the samples trained up to that evaluation (``samples_to_target``, eve
 and ``train_s``, the training seconds up to it (the first, warm-up epoch included: its
 updates count towards the quality), with ``startup_s`` reported beside it, never added in.
 
-The default target of a workload is measured (:mod:`parabench.workloads.targets`): serial's
+The default target of a workload is measured (:mod:`parabench.workloads.quality_targets`): serial's
 reliable quality at the case's profile, the 10th percentile over seeds of its quality after
 the table's epoch budget (8 epochs; 24 for mlp tiny) (90th for a lower-is-better metric).
 Where none was measured (a plugin's workload, an unmeasured profile) it falls back to
@@ -60,7 +60,7 @@ from parabench.core.records import TimeToTarget
 from parabench.method import EpochStats, Session
 from parabench.stopping import Epochs, StoppingRule, ToTarget
 from parabench.workload import Workload
-from parabench.workloads.targets import missing_reason, quality_target
+from parabench.workloads.quality_targets import missing_reason, quality_target
 
 TARGET_FRACTION = 0.97
 DEFAULT_MAX_EPOCHS = 10
@@ -192,7 +192,7 @@ def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:
 
 def hold_epochs(workload: Workload, config: RunConfig) -> int | None:
     """The epochs a statistical method trains to, past the target, for the converged check:
-    the measured table's budget (:func:`~parabench.workloads.targets.quality_target`), when
+    the measured table's budget (:func:`~parabench.workloads.quality_targets.quality_target`), when
     the case may train that long (``--max-epochs``) and its epochs can improve; else None."""
     from parabench.registry import methods
 

@@ -228,7 +228,7 @@ def _compact(header: tuple[str, ...], cells: list[tuple[str, ...]], shown: list[
         hidden.append("to target's samples and start-up")
     rows, cut = _fit_reasons(keep, rows, shown, limit)
     whole = [line for r, reason in cut
-             for line in _wrap(f"{r.workload}/{r.method} {r.workers}x{r.threads}: {reason}")]
+             for line in _wrap(f"{r.label()}: {reason}")]
     return ([title] if title else []) + _grid(keep, rows) + whole, hidden
 
 
@@ -337,10 +337,10 @@ def legend(rows: list[Row]) -> list[str]:
                      "the warm-up epoch, so it is not steady state")
     for r in ok:
         if r.busy:
-            lines.append(f"! {r.workload}/{r.method} {r.workers}x{r.threads}: measured on a busy "
+            lines.append(f"! {r.label()}: measured on a busy "
                          f"machine: {r.busy}")
         if r.note:
-            lines.append(f"{NOTE_MARK} {r.workload}/{r.method} {r.workers}x{r.threads}: {r.note}")
+            lines.append(f"{NOTE_MARK} {r.label()}: {r.note}")
     return [w for line in lines for w in _wrap(line)]  # each within TABLE_WIDTH
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    from parabench.workloads.targets import quality_target, reach_power
+    from parabench.workloads.quality_targets import quality_target, reach_power
     entry = quality_target("cnn", "tiny")   # TargetEntry, or None where nobody measured it
     entry.value, entry.source   # the target; "quality_targets.json: <command> (<date>), ..."
     power = reach_power("cnn", "tiny", entry.value)   # ReachPower, or None
@@ -13,7 +13,7 @@ Usage::
 ``parabench run --target-quality`` (no value) trains each case until serial's reliable
 quality for its workload and profile: the 10th percentile over seeds (the 90th for a
 lower-is-better metric) of serial's held-out quality after the last epoch of a stated epoch
-budget (:mod:`parabench.case.target` reads it). The figures are measured, never guessed: they
+budget (:mod:`parabench.case.stopping` reads it). The figures are measured, never guessed: they
 live in ``quality_targets.json`` beside this module (shipped as package data), written by
 ``scripts/quality_targets.py``, which records for every entry the per-seed figures and
 curves, the seeds, the epochs, the percentile and how it was computed, and the command and
