@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import test_verdict_directions as v
-from parabench import cli_report
+from parabench.cli import common as cli_common
 from parabench.analysis import compare as compare_mod
 from parabench.analysis import figures
 from parabench.analysis import parity as parity_mod
@@ -82,7 +82,7 @@ PLANTS: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], list[Callable[[], 
                                                                   "not comparable"),
          lambda: v.test_parity_failed_only_when_it_held_before_and_fails_now("failed", "ok",
                                                                             False),
-         lambda: _exit_code_case(v.timed(v.BASE_RATE * 1.3), cli_report.EXIT_OK)]),
+         lambda: _exit_code_case(v.timed(v.BASE_RATE * 1.3), cli_common.EXIT_OK)]),
     "compare: threshold ignored": (
         lambda mp: mp.setattr(compare_mod, "_change",
                               lambda k, b, n, t, f=compare_mod._change, **kw: f(k, b, n, 0.0,
@@ -103,7 +103,7 @@ PLANTS: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], list[Callable[[], 
         [v.test_slower_just_past_the_threshold_is_a_regression,
          lambda: v.test_a_1_5x_change_over_two_repeats_is_flagged_either_way(1 / 1.5,
                                                                            "SLOWER 50%"),
-         lambda: _exit_code_case(v.timed(v.BASE_RATE / 1.3), cli_report.EXIT_FAILED)]),
+         lambda: _exit_code_case(v.timed(v.BASE_RATE / 1.3), cli_common.EXIT_FAILED)]),
     "compare: busy sides never said": (
         lambda mp: mp.setattr(compare_mod, "recorded_busy", lambda r: False),
         [v.test_a_busy_side_is_said_and_widens_the_interval_a_quiet_one_is_not]),
@@ -126,7 +126,7 @@ PLANTS: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], list[Callable[[], 
                               lambda b, n: (["cpu A -> B"], [])),
         [v.test_other_machines_are_not_judged_for_speed_unless_allowed,
          lambda: v.test_other_thread_settings_are_another_machine("omp_wait_policy"),
-         lambda: _exit_code_case(v.timed(v.BASE_RATE * 1.3), cli_report.EXIT_OK)]),
+         lambda: _exit_code_case(v.timed(v.BASE_RATE * 1.3), cli_common.EXIT_OK)]),
     "compare: parity failure from either side": (
         lambda mp: mp.setattr(compare_mod, "_parity",
                               lambda rs, f=compare_mod._parity: {"ok": "failed", "failed": "ok"}

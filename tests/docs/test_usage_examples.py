@@ -237,7 +237,7 @@ SETUP: dict[str, str] = {
         "session = methods.get('serial').session(workloads.get('mlp'), config)\n"
         "session.start()\n__teardown__ = session.close\n"
         "epoch_s, startup_s, max_epochs = [0.1], 1.0, 3"),
-    "parabench.cli_types": "import argparse\np = argparse.ArgumentParser()",
+    "parabench.cli.types": "import argparse\np = argparse.ArgumentParser()",
     "parabench.engines": "config = config.__class__(workload='random_forest', method='rf_dask', "
                          "profile='tiny', workers=1)",
     "parabench.forest": _FOREST,

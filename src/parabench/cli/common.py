@@ -3,7 +3,7 @@
 Usage::
 
     from parabench.cli.common import EXIT_USAGE, UsageError
-    raise UsageError("--epochs takes a number")   # one stderr line, exit code 2
+    error = UsageError("--epochs takes a number")   # raised: one stderr line, exit EXIT_USAGE
 
 A :class:`~parabench.config.ConfigError` (a bad value found below the CLI) is a usage error
 too (:func:`parabench.cli.main` turns both into one line and exit 2).
