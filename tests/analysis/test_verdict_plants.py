@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 import test_verdict_directions as v
-from parabench.cli import common as cli_common
 from parabench.analysis import compare as compare_mod
 from parabench.analysis import figures
 from parabench.analysis import parity as parity_mod
@@ -34,6 +33,7 @@ from parabench.analysis.compare import Change
 from parabench.analysis.stats import ALPHA
 from parabench.case import machine
 from parabench.case.result import Result
+from parabench.cli import common as cli_common
 
 pytestmark = pytest.mark.cpu
 
