@@ -28,7 +28,7 @@ def rank0(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_torchrun_result_is_stamped_graded_and_appended_as_the_runner_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank0: None,
 ) -> None:
-    from parabench.torch import launch
+    from parabench.cli import torchrun as launch
 
     serial = sweepdata.case("cnn", "serial", 1)  # 2 threads: the speedup's baseline
     out = sweepdata.write(tmp_path / "r.jsonl",
@@ -62,7 +62,7 @@ def test_a_torchrun_result_is_stamped_graded_and_appended_as_the_runner_does(
 def test_torchrun_takes_parabench_runs_arguments_for_exactly_one_case(
     extra: list[str], capsys: pytest.CaptureFixture[str], rank0: None,
 ) -> None:
-    from parabench.torch import launch
+    from parabench.cli import torchrun as launch
 
     argv = ["--workload", "mlp", "--method", "ddp", "--out", "r.jsonl", *extra]
     assert launch.main(argv) == 2
