@@ -119,15 +119,16 @@ def resolve(rule: StoppingRule, workload: Workload, profile: str,
 
 def at_measured_target(config: RunConfig, max_epochs: int | None = None) -> RunConfig | None:
     """``config`` in time-to-target mode at its workload's measured target, training at most
-    ``max_epochs`` (default: :func:`default_max_epochs`, at least the target's epoch budget);
-    None where nobody measured one at the profile, or on the user's own data
-    (``--data-dir``), which the target was not measured on. What the coverage grid's held
-    workloads use."""
-    entry = quality_target(config.workload, config.profile)
-    if entry is None or config.options.get("data_dir"):
-        return None
-    return config.replace(target_quality=entry.value, epochs=max_epochs or default_max_epochs(
-        [config.workload], config.profile))
+    ``max_epochs`` (default: :func:`default_max_epochs`); None where nobody measured one at the
+    profile, or on the user's own data (``--data-dir``), which the target was not measured
+    on: :func:`resolve`'s rule for a measured target. What the coverage grid's held workloads
+    use."""
+    from parabench.registry import workloads
+
+    rule = resolve(ToTarget(max_epochs=max_epochs, otherwise=Epochs(config.epochs)),
+                   workloads.get(config.workload), config.profile,
+                   own_data=bool(config.options.get("data_dir")))
+    return config.with_stop(rule) if isinstance(rule, ToTarget) else None
 
 
 def target_source(target: float, workload: Workload, profile: str) -> str:

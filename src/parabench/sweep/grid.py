@@ -74,11 +74,9 @@ class Grid:
         return RunConfig(
             workload=workload, method=method, device=device, workers=workers,
             threads_per_worker=self.threads_per_worker, batch_size=batch_size,
-            epochs=stop.n if isinstance(stop, Epochs) else stop.max_epochs,
-            target_quality=stop.quality if isinstance(stop, ToTarget) else None,
             profile=self.profile, seed=self.seed, repeat=repeat, timeout_s=self.timeout_s,
             options=options, steps=self.steps, windows=self.windows,
-        )
+        ).with_stop(stop)
 
 
 def stopping_rule(*, epochs: int | None = None, target: ToTarget | None = None,
