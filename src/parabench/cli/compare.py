@@ -36,10 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "cases are 'not comparable' and the exit code is 3")
     add_rerun_arguments(p)
 
+
 #: ``parabench run``'s flags a rerun passes on to both versions, as given (each version checks
 #: them itself: a method only NEW knows is the base version's usage error)
 RERUN_SELECTION = ("workload", "method", "device", "workers", "threads", "batch-size",
                    "epochs", "steps", "windows", "profile", "seed", "timeout")
+
 
 def add_rerun_arguments(p: argparse.ArgumentParser) -> None:
     from parabench.registry import option_specs
@@ -68,6 +70,7 @@ def add_rerun_arguments(p: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         g.add_argument(flag, dest=f"selopt_{name}", metavar="V", help=argparse.SUPPRESS)
 
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -76,6 +79,7 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return value
+
 
 def rerun_selection(args: argparse.Namespace) -> list[str]:
     """The ``parabench run`` arguments the rerun's flags ask for, as given."""
@@ -88,6 +92,7 @@ def rerun_selection(args: argparse.Namespace) -> list[str]:
         elif key.startswith("selopt_"):
             out += [f"--{key[7:].replace('_', '-')}", value]
     return out
+
 
 def compare_command(args: argparse.Namespace) -> int:
     from parabench.analysis.compare import compare, format_comparison, parse_threshold
@@ -114,6 +119,7 @@ def compare_command(args: argparse.Namespace) -> int:
                   allow_cross_machine=getattr(args, "allow_cross_machine", False))
     print(format_comparison(cmp))
     return cmp.exit_code
+
 
 def rerun_command(args: argparse.Namespace, threshold: float, run_cv: float) -> int:
     """``compare --rerun BASE_REF [NEW_REF]``: interleaved rounds, then compare's verdict."""

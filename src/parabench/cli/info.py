@@ -23,11 +23,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("env", help="system / runtime summary")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
+
 #: ``parabench list``'s width: every line fits it (a description is cut, ``--json`` has it all)
 LIST_WIDTH = 120
 
+
 #: headings of the methods that train one workload family (another family: its own name)
 FAMILY_TITLES = {"torch": "Training methods", "estimator": "Random-forest engines"}
+
 
 def method_group(method: Any, workloads: Sequence[Any]) -> tuple[int, str]:
     """(order, heading) of the group ``parabench list`` shows ``method`` in, derived from its
@@ -50,8 +53,10 @@ def method_group(method: Any, workloads: Sequence[Any]) -> tuple[int, str]:
     order = {"torch": 1, "estimator": 3}.get(family, 5)
     return order, f"{FAMILY_TITLES.get(family, f'{family} methods')} ({trains})"
 
+
 def _fit(line: str, width: int = LIST_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 3].rstrip() + "..."
+
 
 def list_command(args: argparse.Namespace) -> int:
     """``parabench list [--json]``: workloads, then methods grouped by family (one line
@@ -115,6 +120,7 @@ def list_command(args: argparse.Namespace) -> int:
             print("\n".join(textwrap.wrap(f"[{i}] {reason}", LIST_WIDTH,
                                            subsequent_indent="    ")))
     return EXIT_OK
+
 
 def env_command(args: argparse.Namespace) -> int:
     """``parabench env [--json]``: what this machine has (OS, CPU, torch, engines, ...)."""

@@ -25,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="report",
                    help="folder for report.html, report.md and the PNGs (default: report)")
 
+
 def write_report_and_say(results: list[Result], out_dir: str, *,
                          baselines: Sequence[Result] = (), sources: Sequence[str] = ()) -> None:
     """Write the report; print its recommendation lines (wrapped within 120 columns: the
@@ -43,10 +44,12 @@ def write_report_and_say(results: list[Result], out_dir: str, *,
     print("\n" + "\n".join(wrap_lines(files.lines)))
     print(f"\nreport: {files.html}  (also {files.markdown.name} and {len(files.pngs)} PNGs)")
 
+
 def _existing(paths: Sequence[str]) -> None:
     for path in paths:
         if not Path(path).is_file():
             raise UsageError(f"results file {path} does not exist")
+
 
 def report_command(args: argparse.Namespace) -> int:
     from parabench.sweep.preflight import check_out_dir

@@ -38,15 +38,19 @@ from parabench.stopping import COVERAGE_EPOCHS, DEFAULT_EPOCHS, ToTarget
 if TYPE_CHECKING:
     from parabench.sweep.plan import Grid
 
+
 #: the full sweep's profile (--all, or any --workload/--method) and the coverage grid's
 FULL_PROFILE, COVERAGE_PROFILE = "quick", "tiny"
+
 
 def _coverage(args: argparse.Namespace) -> bool:
     """The coverage grid: neither --workload nor --method nor --all given."""
     return not (args.workload or args.method or args.all_cases)
 
+
 def _profile(args: argparse.Namespace) -> str:
     return args.profile or (COVERAGE_PROFILE if _coverage(args) else FULL_PROFILE)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from parabench.registry import methods, workloads
@@ -123,6 +127,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "120 columns; on a terminal with rich, the full one where it fits)")
     _add_option_flags(p)
 
+
 def _add_option_flags(p: argparse.ArgumentParser) -> None:
     """One flag per option the registered methods and workloads declare: lists (grid axes)
     except free-text values."""
@@ -147,6 +152,7 @@ def _add_option_flags(p: argparse.ArgumentParser) -> None:
         group.add_argument(flag, dest=f"opt_{name}", type=csv(convert, what),
                            metavar=metavar, help=spec.help)
 
+
 def option_axes(args: argparse.Namespace) -> dict[str, list]:
     """The option flags given on the command line, each as a list of values to sweep."""
     axes = {}
@@ -154,6 +160,7 @@ def option_axes(args: argparse.Namespace) -> dict[str, list]:
         if key.startswith("opt_") and value is not None:
             axes[key[4:]] = value if isinstance(value, list) else [value]
     return axes
+
 
 def grid_from(args: argparse.Namespace) -> Grid:
     """The grid ``parabench run``'s arguments ask for, checked before anything starts: the one
@@ -179,6 +186,7 @@ def grid_from(args: argparse.Namespace) -> Grid:
     preflight.check_target(grid)
     preflight.check_data_dirs(grid)
     return grid
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     from parabench.case.result import FAILED_STATUSES
@@ -216,6 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     return EXIT_FAILED if any(r.status in FAILED_STATUSES for r in results) else EXIT_OK
 
+
 def dry_run(grid: Any, args: argparse.Namespace) -> int:
     from parabench.sweep.dryrun import describe_plan
     from parabench.sweep.plan import plan
@@ -223,11 +232,13 @@ def dry_run(grid: Any, args: argparse.Namespace) -> int:
     print(describe_plan(plan(grid), list(read_results(args.out)), resume=args.resume))
     return EXIT_OK
 
+
 def earlier_baselines(out: str) -> list[Result]:
     """Baseline results already in --out: parity uses them, so the table's speedup does too."""
     from parabench.analysis.ratios import is_baseline
 
     return [r for r in read_results(out) if is_baseline(r.method) and r.status == "ok"]
+
 
 def tensorboard_log(log_dir: str | None, out: str = "results.jsonl"
                     ) -> Callable[[Result], None] | None:

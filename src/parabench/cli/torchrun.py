@@ -59,15 +59,18 @@ if TYPE_CHECKING:
     from parabench.config import RunConfig
     from parabench.core.records import Facts
 
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """``parabench run``'s own arguments (one parser: :func:`parabench.cli.build_parser`)."""
     from parabench.cli import build_parser
 
     return build_parser().parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
 
+
 #: `parabench run` flags that mean a sweep, not the one case torchrun runs
 _SWEEP_ONLY = {"all_cases": "--all", "dry_run": "--dry-run", "resume": "--resume",
                "report": "--report", "tensorboard": "--tensorboard"}
+
 
 def config_from(args: argparse.Namespace, threads: int) -> RunConfig:
     """The one case the arguments name, built as ``parabench run`` builds a case
@@ -97,6 +100,7 @@ def config_from(args: argparse.Namespace, threads: int) -> RunConfig:
                        batch_size=args.batch_size[0],
                        options={k: v[0] for k, v in option_axes(args).items()})
 
+
 def summed_pss(facts: Facts | dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
     """The ranks' PSS peaks summed, and the source (every rank's, or RSS where PSS was not)."""
     from parabench.core.measure import pss_source
@@ -111,6 +115,7 @@ def summed_pss(facts: Facts | dict[str, Any]) -> tuple[float | None, dict[str, A
     source = pss_source(read, len(pss) - read)
     return round(total, 1), {"peak_pss_source": source,
                              "peak_pss_processes": {"pss": read, "rss": len(pss) - read}}
+
 
 def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "user") -> Any:
     """The result as rank 0 records it, stamped as the runner stamps its cases
@@ -134,6 +139,7 @@ def finish(result: Any, wall_s: float, watch: Any = None, policy_source: str = "
                                             result.facts.rank_threads),
                    workers=local, wall_s=wall_s, cpu_efficiency=None)
 
+
 def default_wait_policy() -> str:
     """Set PASSIVE unless the user chose, as the runner does; returns where it came from.
 
@@ -146,6 +152,7 @@ def default_wait_policy() -> str:
         return "runtime default (torch was loaded before parabench could set it)"
     os.environ["OMP_WAIT_POLICY"] = policy
     return source
+
 
 def main(argv: list[str] | None = None) -> int:
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
@@ -184,10 +191,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.out}" + (f" ({result.reason})" if result.reason else ""), flush=True)
     return 0 if result.status in ("ok", "skipped") else 1
 
+
 def _torch_default_threads() -> int:
     import torch
 
     return torch.get_num_threads()
+
 
 if __name__ == "__main__":
     sys.exit(main())
