@@ -42,7 +42,9 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("Result", "repeat"): "repeat index of the same case",
     ("Result", "status"): "ok, failed, timeout, oom or skipped",
     ("Result", "reason"): "why a case failed or was skipped, whole",
-    ("Result", "startup_s"): "start-up (spawn, rendezvous, clusters, JVM, JIT), never in an epoch",
+    ("Result", "startup_s"): ("start-up (imports, spawn, rendezvous, clusters, JVM, JIT), never in "
+                              "an epoch; a case forked from a pre-started interpreter did its "
+                              "imports before: extra.prestart_import_s"),
     ("Result", "epoch_s"): "wall seconds of each epoch, the slowest rank's, the first warm-up",
     ("Result", "eval_s"): "seconds of the held-out evaluation",
     ("Result", "samples_per_epoch"): "training samples one epoch processes (all ranks)",

@@ -109,6 +109,23 @@ def watch_run(args: list[str], *, out: Path, strike: Strike | None = None,
     return watched
 
 
+CASE_MODULE = "parabench.case.execute"
+
+
+def case_command(proc: psutil.Process) -> list[str] | None:
+    """A case process's ``[python, -m, parabench.case.execute, CONFIG_JSON, RESULT]``, or None
+    for any other process. A case forked from a pre-started interpreter
+    (:mod:`parabench.core.prestart`) shows that command as one title, which psutil splits at
+    spaces: joined and split again (the config is JSON between the module and the result
+    path, which has no spaces), both read the same."""
+    title = " ".join(part for part in proc.cmdline() if part)
+    head, sep, rest = title.partition(f" -m {CASE_MODULE} ")
+    if not sep:
+        return None
+    config, _, result = rest.rpartition(" ")
+    return [head, "-m", CASE_MODULE, config, result]
+
+
 def _tree(pid: int) -> list[psutil.Process]:
     try:
         root = psutil.Process(pid)
@@ -121,8 +138,8 @@ def _record(watched: Watched, tree: list[psutil.Process]) -> None:
     for proc in tree:
         try:
             watched.seen.setdefault(proc.pid, proc.create_time())
-            cmd = proc.cmdline()
-            if "parabench.case.execute" in cmd:
+            cmd = case_command(proc)
+            if cmd is not None:
                 watched.case_groups.add(proc.pid)  # the runner gives each case its own group
                 watched.case_methods[proc.pid] = json.loads(cmd[-2])["method"]  # CONFIG_JSON
             for conn in proc.net_connections(kind="inet"):
@@ -137,10 +154,10 @@ def case_epoch_started(tree: list[psutil.Process], epoch: int = 1) -> bool:
     """True once the case process has printed "epoch EPOCH/" (its engine is up and working)."""
     for proc in tree:
         try:
-            cmd = proc.cmdline()
+            cmd = case_command(proc)
         except psutil.Error:
             continue
-        if "parabench.case.execute" in cmd:
+        if cmd is not None:
             log = Path(cmd[-1]).with_suffix(".out")  # the runner logs the case's stdout here
             try:
                 return f"epoch {epoch}/" in log.read_text()

@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from casewatch import case_command
 from parabench.case.result import Result, read_results
 
 pytestmark = pytest.mark.cpu
@@ -174,7 +175,8 @@ def test_a_ddp_rank_sigkilled_mid_case_fails_the_case_naming_rank_and_signal(
         logs = list(tmpdir_env.glob("parabench-run-*/case-*.out"))
         if not logs or "epoch 2/" not in logs[0].read_text(errors="replace"):
             return []
-        worker = psutil.Process(runner.pid).children()[0]
+        worker = next(p for p in psutil.Process(runner.pid).children(recursive=True)
+                      if case_command(p) is not None)
         return sorted((p for p in worker.children() if "spawn_main" in " ".join(p.cmdline())),
                       key=lambda p: p.create_time())
 

@@ -124,7 +124,7 @@ def test_killed_runner_leaves_only_whole_lines_and_no_worker(
         time.sleep(0.1)  # wait until the hang case is running
     hang_helper = int(fault_plugin.read_text().split()[0])
     runner = psutil.Process(proc.pid)
-    workers = runner.children()
+    workers = runner.children(recursive=True)  # the case, and its pre-started parent
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 10

@@ -26,7 +26,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -40,6 +39,7 @@ from parabench.case.machine import MachineWatch, machine_record, thread_settings
 from parabench.case.result import Result
 from parabench.case.stopping import salvage
 from parabench.config import RunConfig
+from parabench.core import prestart
 from parabench.core.clock import Stopwatch
 from parabench.core.measure import TreeSampler
 from parabench.core.records import Machine
@@ -165,44 +165,45 @@ def _ending(
     return "failed", f"worker exited without writing a result{detail}"
 
 
+def prepare(configs: list[RunConfig]) -> None:
+    """Pre-start the interpreters these cases will fork from (:mod:`parabench.core.prestart`;
+    nothing outside ``prestarted()``)."""
+    prestart.prepare(*(worker_env(c) for c in configs))
+
+
 def run_isolated(
     config: RunConfig, *, workdir: Path, on_tick: Callable[[str], None] | None = None
 ) -> Result:
     stem = f"case-{os.getpid()}-{time.monotonic_ns()}"
     result_path, out_log, err_log = (workdir / f"{stem}{s}" for s in (".json", ".out", ".err"))
-    cmd = [
-        sys.executable, "-m", "parabench.case.execute", json.dumps(config.to_dict()),
-        str(result_path),
-    ]
+    cmd = [json.dumps(config.to_dict()), str(result_path)]
     env = worker_env(config)
     # what the sweep's cases share (tempdirs.sweep_dir): the runner's folder, or one the user
     # named for several sweeps (a script of runs builds each dataset once)
     env[SWEEP_DIR_ENV] = str(sweep_dir() or workdir)
     timed_out = False
+    prestart.prepare(env)  # a pre-started interpreter's imports happen outside the case
     oom_before = oom_kill_counts()
     watch = MachineWatch()
     elapsed = Stopwatch()
-    with out_log.open("wb") as out, err_log.open("wb") as err:
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-            env=env, start_new_session=True,
-        )
-        with TreeSampler(proc.pid) as sampler:
-            try:
-                while True:
-                    try:
-                        rc = proc.wait(timeout=0.2)
+    proc = prestart.start_process("parabench.case.execute", cmd, env=env, stdout=out_log,
+                                  stderr=err_log)
+    with TreeSampler(proc.pid) as sampler:
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=0.2)
+                    break
+                except subprocess.TimeoutExpired:
+                    if elapsed.seconds() > config.timeout_s:
+                        timed_out = True
+                        kill_case(proc.pid, sampler.seen)
+                        rc = proc.wait()
                         break
-                    except subprocess.TimeoutExpired:
-                        if elapsed.seconds() > config.timeout_s:
-                            timed_out = True
-                            kill_case(proc.pid, sampler.seen)
-                            rc = proc.wait()
-                            break
-                        if on_tick is not None:
-                            on_tick(_tail(out_log))
-            finally:  # also on Ctrl-C: nothing of the case may outlive the runner
-                kill_case(proc.pid, sampler.seen)
+                    if on_tick is not None:
+                        on_tick(_tail(out_log))
+        finally:  # also on Ctrl-C: nothing of the case may outlive the runner
+            kill_case(proc.pid, sampler.seen)
     wall = elapsed.seconds()
     measured = watch.finish(case_cpu_s=sampler.cpu_s)
 
@@ -218,6 +219,9 @@ def run_isolated(
         path.unlink(missing_ok=True)
     settings = thread_settings(env, wait_policy(os.environ)[1], result.facts.rank_threads,
                                result.facts.rank_cores)
+    if proc.import_s is not None:  # forked from a pre-started interpreter: its imports
+        result = dataclasses.replace(result, extra={**result.extra,
+                                                    "prestart_import_s": proc.import_s})
     return stamped(result, memory=sampler.memory_fields(
         float(result.facts.self_max_rss_mb or 0.0)), measured=measured, settings=settings,
         workers=result.workers, wall_s=wall)

@@ -33,8 +33,9 @@ from parabench.analysis.figures import group_key, median_times, seconds_per_samp
 from parabench.analysis.parity import assess
 from parabench.analysis.ratios import is_baseline, ratios
 from parabench.case.execute import skipped
-from parabench.case.isolate import run_isolated
+from parabench.case.isolate import prepare, run_isolated
 from parabench.case.result import Result, append_result, read_results
+from parabench.core.prestart import prestarted
 from parabench.core.tempdirs import runner_tempdir
 from parabench.registry import workloads
 from parabench.sweep.plan import Case, Grid, plan
@@ -125,7 +126,11 @@ def run_grid(
                    if c.skip_reason is None and c.config.key() not in recorded)
     progress = progress or Progress(total=len(cases), runnable=runnable)
     results: list[Result] = []
-    with runner_tempdir() as tmp:  # removed on every exit; stale ones of dead runners too
+    # removed on every exit (stale ones of dead runners too); cases forked from interpreters
+    # that imported torch once (core.prestart), ended with the sweep
+    with runner_tempdir() as tmp, prestarted():
+        prepare([c.config for c in cases
+                 if c.skip_reason is None and c.config.key() not in recorded])
         for case in cases:
             label = case.config.label()
             if (previous := recorded.get(case.config.key())) is not None:

@@ -1,0 +1,264 @@
+"""Pre-started interpreters: a sweep's case processes forked from one that already imported torch.
+
+Usage::
+
+    with prestarted():                                  # a sweep (parabench.sweep.run)
+        proc = start_process("parabench.case.execute", [config_json, result_path], env=env,
+                             stdout=out_path, stderr=err_path)
+        proc.wait(timeout=0.2)                          # like subprocess.Popen's
+        proc.pid, proc.returncode, proc.import_s        # import_s: None if started plainly
+
+A case process imports torch and ``torch._dynamo`` (which every optimizer pulls in): about
+4-5 s of CPU on the 2-core machines here, paid again by every case of a sweep. Inside
+:func:`prestarted`, :func:`start_process` asks a *server* for the process instead: a
+``python`` started once per import environment (the variables libraries read when they load:
+thread counts, OpenMP policy, ``PYTHONPATH``, ``TORCH_*``, ...; see :func:`import_key`), which
+imported the heavy modules with exactly that environment and forks each case from itself.
+The child then takes the case's whole environment, working directory and output files, starts
+its own session (``setsid``, so the case's group can be killed as before) and runs the module
+as ``python -m`` would; nothing of parabench is imported in the server, so plugins and
+settings are read by the child, as a fresh process reads them. The server runs no torch
+operation, so no thread pool exists to be lost in the fork; it dies with the runner
+(``PR_SET_PDEATHSIG``, and an end of its request pipe) and the case dies with the server
+(``PARABENCH_RUNNER_PID`` names the server to the case's own watchdog).
+
+What changes in the figures: the imports are not in the case's ``startup_s`` (the server says
+how long they took: ``import_s``, kept in the result's ``extra.prestart_import_s``), and the
+pages the case shares with the server count half in its PSS (RSS is unchanged). Outside
+:func:`prestarted`, or with ``PARABENCH_PRESTART=0``, or where the server cannot start, every
+case is a fresh ``python -m`` as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+ENV = "PARABENCH_PRESTART"
+#: what the server imports before it forks (each one that imports; torch._dynamo: the optimizers'
+#: first construction imports it, about half of torch's import time)
+PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.distributed")
+#: variables a library may read when it loads: a server serves only cases that agree on them
+_IMPORT_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "TORCH", "PYTORCH",
+                    "CUDA", "NCCL", "PYTHON", "LD_", "TF_", "XLA_", "MALLOC_")
+_READY_S = 120.0
+
+
+def import_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The part of ``env`` that importing libraries may read: one server per distinct key."""
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(_IMPORT_PREFIXES)))
+
+
+class PrestartError(RuntimeError):
+    """The server could not start or answer (the caller starts the process plainly)."""
+
+
+class Server:
+    """One server process and the runner's end of its pipes."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("prestart_server.py")),
+             str(os.getpid()), ",".join(PRELOAD)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=dict(env), close_fds=True)
+        self.exited: dict[int, int] = {}
+        self._buffer = b""
+        self._started = started
+        self.import_s: float | None = None
+
+    def ready(self) -> None:
+        """Wait until the server has imported (PrestartError if it never says so)."""
+        if self.import_s is not None:
+            return
+        line = self._line(_READY_S - (time.monotonic() - self._started))
+        if line is None or not line.startswith("ready "):
+            self.close()
+            raise PrestartError(f"the pre-start server did not start ({line!r})")
+        self.import_s = float(line.split()[1])
+
+    def _line(self, timeout: float) -> str | None:
+        """The next line the server wrote, or None at its end or after ``timeout`` seconds."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def start(self, request: dict[str, Any]) -> int:
+        """Fork the process ``request`` describes; its pid."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError as err:
+            raise PrestartError(f"the pre-start server is gone: {err}") from err
+        while (line := self._line(_READY_S)) is not None:
+            kind, _, rest = line.partition(" ")
+            if kind == "started":
+                return int(rest)
+            if kind == "exited":
+                self._exited(rest)
+            elif kind == "error":
+                raise PrestartError(rest)
+        raise PrestartError("the pre-start server did not answer")
+
+    def _exited(self, rest: str) -> None:
+        pid, code = rest.split()
+        self.exited[int(pid)] = int(code)
+
+    def wait(self, pid: int, timeout: float | None) -> int | None:
+        """``pid``'s return code (Popen's sign convention), None if still running at timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pid not in self.exited:
+            left = 3600.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                return None
+            line = self._line(min(left, 1.0))
+            if line is None:
+                if not self.alive():  # the server died: its children were taken down too
+                    self.exited.setdefault(pid, -signal.SIGKILL)
+                continue
+            if line.startswith("exited "):
+                self._exited(line.partition(" ")[2])
+        return self.exited.pop(pid)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+class Process:
+    """A started case process: ``pid``, ``wait(timeout)``, ``returncode``, as Popen has."""
+
+    def __init__(self, pid: int, server: Server | None, popen: subprocess.Popen | None) -> None:
+        self.pid = pid
+        self.server = server
+        self.popen = popen
+        self.returncode: int | None = None
+        self.import_s = None if server is None else server.import_s
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        if self.popen is not None:
+            self.returncode = self.popen.wait(timeout)
+            return self.returncode
+        assert self.server is not None
+        code = self.server.wait(self.pid, timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
+        self.returncode = code
+        return code
+
+
+_servers: dict[tuple[tuple[str, str], ...], Server] | None = None
+
+
+@contextmanager
+def prestarted() -> Iterator[None]:
+    """Within this block :func:`start_process` forks from pre-started servers; all of them
+    end with it (on any exit)."""
+    global _servers
+    outer, _servers = _servers, ({} if os.environ.get(ENV, "1") != "0" else None)
+    try:
+        yield
+    finally:
+        for server in (_servers or {}).values():
+            server.close()
+        _servers = outer
+
+
+def _launch(envs: list[Mapping[str, str]]) -> None:
+    """Start a server for each import environment among ``envs`` that has none (a dead one is
+    replaced): the servers import side by side."""
+    assert _servers is not None
+    for env in envs:
+        key = import_key(env)
+        server = _servers.get(key)
+        if server is not None and server.alive():
+            continue
+        if server is not None:
+            server.close()
+            del _servers[key]
+        try:
+            _servers[key] = Server(env)  # the first case's environment; later ones agree
+        except OSError:
+            pass
+
+
+def _server_for(env: Mapping[str, str]) -> Server | None:
+    if _servers is None:
+        return None
+    _launch([env])
+    server = _servers.get(import_key(env))
+    if server is None:
+        return None
+    try:
+        server.ready()
+    except PrestartError:
+        del _servers[import_key(env)]
+        return None
+    return server
+
+
+def prepare(*envs: Mapping[str, str]) -> None:
+    """Start now the servers the cases of these environments will fork from (inside
+    :func:`prestarted`; side by side, and waited for), so that their imports happen before
+    the cases are watched, not inside the first case's time."""
+    if _servers is None:
+        return
+    _launch(list(envs))
+    for env in envs:
+        _server_for(env)
+
+
+def start_process(module: str, args: list[str], *, env: Mapping[str, str], stdout: Path,
+                  stderr: Path, cwd: str | None = None) -> Process:
+    """``python -m module *args`` with ``env``, its output into the two files, in a new
+    session: forked from a pre-started server inside :func:`prestarted`, else started plainly."""
+    server = _server_for(env)
+    if server is not None:
+        request = {"module": module, "args": args, "env": dict(env), "stdout": str(stdout),
+                   "stderr": str(stderr), "cwd": cwd or os.getcwd()}
+        try:
+            return Process(server.start(request), server, None)
+        except PrestartError:
+            pass  # started plainly below; the next case tries a new server
+    out: IO[bytes]
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        popen = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=err,
+                                 stdin=subprocess.DEVNULL, env=dict(env), cwd=cwd,
+                                 start_new_session=True)
+    return Process(popen.pid, None, popen)

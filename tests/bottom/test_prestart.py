@@ -1,0 +1,147 @@
+"""Pre-started interpreters (parabench.core.prestart): a forked case behaves as ``python -m``
+would, in its own session, with its own environment; one server per import environment; none
+outlives the sweep or the runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from parabench.core import prestart
+
+pytestmark = pytest.mark.cpu
+
+PROBE = textwrap.dedent("""
+    import json, os, sys
+    import torch
+    print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "name": __name__,
+                      "probe": os.environ.get("PROBE"), "sid": os.getsid(0), "pid": os.getpid(),
+                      "threads": torch.get_num_threads(), "path0": sys.path[0],
+                      "parent": os.environ.get("PARABENCH_RUNNER_PID")}))
+    print("to stderr", file=sys.stderr)
+    if sys.argv[1:2] == ["sleep"]:
+        import time
+        time.sleep(60)
+    sys.exit(int(os.environ.get("PROBE_EXIT", "0")))
+""")
+
+
+@pytest.fixture
+def probe_env(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PYTHONPATH holds the ``pb_probe`` module."""
+    mod = tmp_path / "mods"
+    mod.mkdir()
+    (mod / "pb_probe.py").write_text(PROBE)
+    path = os.pathsep.join(p for p in (str(mod), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+
+
+def _start(env: dict[str, str], tmp_path: Path, *args: str, **extra: str) -> prestart.Process:
+    return prestart.start_process("pb_probe", list(args), env={**env, **extra},
+                                  stdout=tmp_path / "out", stderr=tmp_path / "err",
+                                  cwd=str(tmp_path))
+
+
+def test_a_forked_case_runs_the_module_as_python_m_would(probe_env: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    with prestart.prestarted():
+        proc = _start(probe_env, tmp_path, "a", "b c", PROBE="x", PROBE_EXIT="3")
+        assert proc.wait(timeout=60) == 3
+        assert proc.import_s is not None and proc.import_s > 0  # torch was imported first
+        seen = json.loads((tmp_path / "out").read_text())
+        server = prestart._servers[prestart.import_key(probe_env)]  # type: ignore[index]
+    assert seen["argv"] == ["a", "b c"] and seen["name"] == "__main__"
+    assert seen["cwd"] == str(tmp_path) and seen["path0"] == str(tmp_path)
+    assert seen["probe"] == "x"  # the case's own environment, not the server's
+    assert seen["sid"] == seen["pid"] == proc.pid  # its own session: its group can be killed
+    assert seen["parent"] == str(server.proc.pid)  # its watchdog follows the server
+    assert (tmp_path / "err").read_text().strip() == "to stderr"
+    assert server.proc.poll() is not None  # the sweep's end ended the server
+
+
+def test_one_server_per_import_environment(probe_env: dict[str, str], tmp_path: Path) -> None:
+    with prestart.prestarted():
+        for threads in ("1", "2", "1"):
+            proc = _start(probe_env, tmp_path, OMP_NUM_THREADS=threads, PROBE=threads)
+            assert proc.wait(timeout=60) == 0
+            seen = json.loads((tmp_path / "out").read_text())
+            assert seen["threads"] == int(threads)  # torch loaded with the case's budget
+        assert len(prestart._servers or {}) == 2  # a setting read at import: its own server
+
+
+def test_a_killed_case_reads_as_killed_and_outside_a_sweep_cases_start_plainly(
+        probe_env: dict[str, str], tmp_path: Path) -> None:
+    with prestart.prestarted():
+        proc = _start(probe_env, tmp_path, "sleep")
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    plain = _start(probe_env, tmp_path)
+    assert plain.import_s is None and plain.popen is not None and plain.wait(timeout=60) == 0
+
+
+def test_prestart_0_starts_every_case_plainly(probe_env: dict[str, str], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(prestart.ENV, "0")
+    with prestart.prestarted():
+        proc = _start(probe_env, tmp_path)
+        assert proc.import_s is None and proc.wait(timeout=60) == 0
+
+
+RUNNER = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from parabench.core import prestart
+    tmp = Path(sys.argv[1])
+    env = dict(os.environ)
+    with prestart.prestarted():
+        proc = prestart.start_process("pb_probe", ["sleep"], env=env, stdout=tmp / "out",
+                                      stderr=tmp / "err", cwd=str(tmp))
+        print(proc.pid, flush=True)
+        time.sleep(60)
+""")
+
+
+def test_nothing_outlives_a_runner_killed_outright(probe_env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    """SIGKILL of the runner: the server dies with it (PR_SET_PDEATHSIG), and the case with
+    the server (its watchdog, parabench.case.execute.die_with_runner, here by hand)."""
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path)], env=probe_env,
+                              stdout=subprocess.PIPE, text=True)
+    assert runner.stdout is not None
+    case_pid = int(runner.stdout.readline())
+    server = psutil.Process(case_pid).parent()
+    assert server is not None and server.ppid() == runner.pid
+    runner.kill()
+    runner.wait()
+    deadline = time.monotonic() + 20
+    while server.is_running() and server.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the server outlived its runner"
+        time.sleep(0.1)
+    os.killpg(case_pid, signal.SIGKILL)  # the probe has no watchdog of its own
+
+
+def test_a_forked_case_shows_its_own_command_line(probe_env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    """ps and psutil show ``python -m MODULE ARGS``, not the server's command."""
+    with prestart.prestarted():
+        proc = _start(probe_env, tmp_path, "sleep", "x")
+        try:
+            deadline = time.monotonic() + 30
+            while "pb_probe" not in " ".join(cmd := psutil.Process(proc.pid).cmdline()):
+                assert time.monotonic() < deadline, cmd
+                time.sleep(0.05)
+            assert " ".join(cmd).split()[-4:] == ["-m", "pb_probe", "sleep", "x"], cmd
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
