@@ -158,8 +158,8 @@ def case_epoch_started(tree: list[psutil.Process], epoch: int = 1) -> bool:
         except psutil.Error:
             continue
         if cmd is not None:
-            log = Path(cmd[-1]).with_suffix(".out")  # the runner logs the case's stdout here
-            try:
+            try:  # the log the runner gave the case's stdout (read from the case, not its title)
+                log = Path(os.readlink(f"/proc/{proc.pid}/fd/1"))
                 return f"epoch {epoch}/" in log.read_text()
             except OSError:
                 return False

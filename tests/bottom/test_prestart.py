@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from parabench.core import prestart
+from parabench.envinfo import THREAD_VARS
 
 pytestmark = pytest.mark.cpu
 
@@ -42,7 +43,14 @@ def probe_env(tmp_path: Path) -> dict[str, str]:
     mod.mkdir()
     (mod / "pb_probe.py").write_text(PROBE)
     path = os.pathsep.join(p for p in (str(mod), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    return {**os.environ, "PYTHONPATH": path, **dict.fromkeys(THREAD_VARS, "1"),
+            prestart.ENV: "1"}
+
+
+@pytest.fixture(autouse=True)
+def opted_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pre-starting is opt-in (``PARABENCH_PRESTART=1``)."""
+    monkeypatch.setenv(prestart.ENV, "1")
 
 
 def _start(env: dict[str, str], tmp_path: Path, *args: str, **extra: str) -> prestart.Process:
@@ -70,8 +78,9 @@ def test_a_forked_case_runs_the_module_as_python_m_would(probe_env: dict[str, st
 
 def test_one_server_per_import_environment(probe_env: dict[str, str], tmp_path: Path) -> None:
     with prestart.prestarted():
-        for threads in ("1", "2", "1"):
-            proc = _start(probe_env, tmp_path, OMP_NUM_THREADS=threads, PROBE=threads)
+        for threads in ("1", "2", "1"):  # the budget as the runner sets it (worker_env)
+            proc = _start(probe_env, tmp_path, PROBE=threads,
+                          **dict.fromkeys(THREAD_VARS, threads))
             assert proc.wait(timeout=60) == 0
             seen = json.loads((tmp_path / "out").read_text())
             assert seen["threads"] == int(threads)  # torch loaded with the case's budget
@@ -90,9 +99,14 @@ def test_a_killed_case_reads_as_killed_and_outside_a_sweep_cases_start_plainly(
     assert plain.import_s is None and plain.popen is not None and plain.wait(timeout=60) == 0
 
 
-def test_prestart_0_starts_every_case_plainly(probe_env: dict[str, str], tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(prestart.ENV, "0")
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_without_opting_in_every_case_starts_plainly(probe_env: dict[str, str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     setting: str | None) -> None:
+    if setting is None:
+        monkeypatch.delenv(prestart.ENV)
+    else:
+        monkeypatch.setenv(prestart.ENV, setting)
     with prestart.prestarted():
         proc = _start(probe_env, tmp_path)
         assert proc.import_s is None and proc.wait(timeout=60) == 0

@@ -109,6 +109,7 @@ SLOW = {
     "parabench.case.energy", "parabench.core.launcher", "parabench.case.stopping",
     "parabench.forest.tf_kernel", "parabench.tf.models", "parabench.case.execute",
     "parabench.case.isolate", "parabench.case.lifecycle", "parabench.core.pool",
+    "parabench.core.prestart",
     "parabench.method", "parabench.sweep.run", "parabench.sweep.rerun",
     "parabench.torch.parallelize", "parabench.case",
     "parabench.engines", "parabench.tf.program", "parabench.torch.pipeline",
@@ -328,6 +329,11 @@ SETUP: dict[str, str] = {
         "device = torch.device('cpu')\n"
         "from torch.distributed.device_mesh import init_device_mesh\n"
         "mesh = init_device_mesh('cpu', (1, 1), mesh_dim_names=('dp', 'tp'))"),
+    "parabench.core.prestart": (
+        "import json, os\nfrom parabench.config import RunConfig\n"
+        "config_json = json.dumps(RunConfig(workload='mlp', method='serial', profile='tiny',"
+        " epochs=1).to_dict())\nresult_path = str(tmp / 'result.json')\nenv = dict(os.environ)\n"
+        "out_path, err_path = tmp / 'out', tmp / 'err'"),
     "parabench.core.pool": (
         "(tmp / 'echo_program.py').write_text(__example__.split('# the parent')[0])"),
     "parabench.workloads.datasets.vision": (

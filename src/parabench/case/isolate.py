@@ -188,7 +188,7 @@ def run_isolated(
     elapsed = Stopwatch()
     proc = prestart.start_process("parabench.case.execute", cmd, env=env, stdout=out_log,
                                   stderr=err_log)
-    with TreeSampler(proc.pid) as sampler:
+    with TreeSampler(proc.pid, shared_with=proc.server_pid) as sampler:
         try:
             while True:
                 try:

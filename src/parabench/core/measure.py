@@ -40,6 +40,7 @@ The machine around the case (load, other processes' CPU, thread settings, ``busy
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import sys
@@ -202,8 +203,12 @@ class TreeSampler:
     """Background sampler of a process tree: peak RSS and PSS sums, CPU time, every process seen."""
 
     def __init__(self, pid: int, interval_s: float = 0.05, pss_budget: float = 0.05,
-                 relist_s: float = 0.5) -> None:
+                 relist_s: float = 0.5, shared_with: int | None = None) -> None:
         self.pid = pid
+        # a process the tree's root was forked from (core.prestart's server): the anonymous
+        # pages they share count half in each PSS, so the server's anonymous PSS is added back
+        # and the case's PSS reads as a fresh process's would
+        self.shared_with = shared_with
         self.interval_s = interval_s
         self.pss_budget = pss_budget  # the share of wall time PSS reading may take
         self.relist_s = relist_s  # how often the tree is listed again (new processes)
@@ -277,11 +282,22 @@ class TreeSampler:
         start = self._watch.seconds()
         if start >= self._next_pss:
             memory = tree_memory(procs)
+            if self.shared_with is not None:
+                memory = self._with_shared(memory)
             if self.peak_pss is None or memory.case_bytes > self.peak_pss.case_bytes:
                 self.peak_pss = memory
             self.peak_bytes = max(self.peak_bytes, memory.rss)
             end = self._watch.seconds()
             self._next_pss = end + (end - start) / self.pss_budget
+
+    def _with_shared(self, memory: TreeMemory) -> TreeMemory:
+        try:
+            origin = tree_memory([psutil.Process(self.shared_with)])
+        except psutil.Error:
+            return memory
+        if not origin.pss_read:
+            return memory
+        return dataclasses.replace(memory, pss=memory.pss + origin.pss - origin.pss_file)
 
     def memory_fields(self, self_peak_mb: float = 0.0) -> dict[str, Any]:
         """The result's memory figures: RSS peak (never below ``self_peak_mb``), PSS and source."""

@@ -2,14 +2,15 @@
 
 Usage::
 
-    with prestarted():                                  # a sweep (parabench.sweep.run)
+    with prestarted():          # a sweep (parabench.sweep.run); PARABENCH_PRESTART=1 opts in
         proc = start_process("parabench.case.execute", [config_json, result_path], env=env,
                              stdout=out_path, stderr=err_path)
-        proc.wait(timeout=0.2)                          # like subprocess.Popen's
+        proc.wait()              # or wait(timeout=0.2): subprocess.TimeoutExpired, as Popen's
         proc.pid, proc.returncode, proc.import_s        # import_s: None if started plainly
 
-A case process imports torch and ``torch._dynamo`` (which every optimizer pulls in): about
-4-5 s of CPU on the 2-core machines here, paid again by every case of a sweep. Inside
+A case process imports torch and ``torch._dynamo`` (which every optimizer pulls in): seconds
+of CPU (docs/measurements.md, "Pre-started case processes"), paid again by every case of a
+sweep. Inside
 :func:`prestarted`, :func:`start_process` asks a *server* for the process instead: a
 ``python`` started once per import environment (the variables libraries read when they load:
 thread counts, OpenMP policy, ``PYTHONPATH``, ``TORCH_*``, ...; see :func:`import_key`), which
@@ -22,11 +23,19 @@ operation, so no thread pool exists to be lost in the fork; it dies with the run
 (``PR_SET_PDEATHSIG``, and an end of its request pipe) and the case dies with the server
 (``PARABENCH_RUNNER_PID`` names the server to the case's own watchdog).
 
-What changes in the figures: the imports are not in the case's ``startup_s`` (the server says
-how long they took: ``import_s``, kept in the result's ``extra.prestart_import_s``), and the
-pages the case shares with the server count half in its PSS (RSS is unchanged). Outside
-:func:`prestarted`, or with ``PARABENCH_PRESTART=0``, or where the server cannot start, every
-case is a fresh ``python -m`` as before.
+Opt-in (``PARABENCH_PRESTART=1``): a forked case's memory does not yet read as a fresh
+process's. Library pages the server faulted in while importing are not in the case's RSS
+until it touches them, so its RSS and PSS read lower (docs/measurements.md, "Pre-started case
+processes"); the memory column would favour single-process methods.
+
+What changes in the figures: the imports are not in the case's ``startup_s`` (the server's
+start, interpreter and imports, as the runner timed it: ``import_s``, kept in the result's
+``extra.prestart_import_s``), and the
+anonymous pages the case shares with the server would count half in its PSS: the case's
+sampler adds the server's anonymous PSS back (``TreeSampler(shared_with=)``), so it reads as a
+fresh process's in that part. Outside
+:func:`prestarted`, without ``PARABENCH_PRESTART=1`` (the default), or where the server
+cannot start, every case is a fresh ``python -m`` as before.
 """
 
 from __future__ import annotations
@@ -37,11 +46,12 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from parabench.core.clock import Stopwatch
 
 ENV = "PARABENCH_PRESTART"
 #: what the server imports before it forks (each one that imports; torch._dynamo: the optimizers'
@@ -66,7 +76,7 @@ class Server:
     """One server process and the runner's end of its pipes."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
-        started = time.monotonic()
+        self._since = Stopwatch()  # the server's start: its interpreter, then its imports
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("prestart_server.py")),
              str(os.getpid()), ",".join(PRELOAD)],
@@ -74,26 +84,25 @@ class Server:
             env=dict(env), close_fds=True)
         self.exited: dict[int, int] = {}
         self._buffer = b""
-        self._started = started
         self.import_s: float | None = None
 
     def ready(self) -> None:
         """Wait until the server has imported (PrestartError if it never says so)."""
         if self.import_s is not None:
             return
-        line = self._line(_READY_S - (time.monotonic() - self._started))
-        if line is None or not line.startswith("ready "):
+        line = self._line(_READY_S - self._since.seconds())
+        if line != "ready":
             self.close()
             raise PrestartError(f"the pre-start server did not start ({line!r})")
-        self.import_s = float(line.split()[1])
+        self.import_s = self._since.seconds()
 
     def _line(self, timeout: float) -> str | None:
         """The next line the server wrote, or None at its end or after ``timeout`` seconds."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + max(timeout, 0.0)
+        waited = Stopwatch()
         while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
+            left = timeout - waited.seconds()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 return None
             chunk = os.read(fd, 65536)
@@ -130,9 +139,9 @@ class Server:
 
     def wait(self, pid: int, timeout: float | None) -> int | None:
         """``pid``'s return code (Popen's sign convention), None if still running at timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        waited = Stopwatch()
         while pid not in self.exited:
-            left = 3600.0 if deadline is None else deadline - time.monotonic()
+            left = 3600.0 if timeout is None else timeout - waited.seconds()
             if left <= 0:
                 return None
             line = self._line(min(left, 1.0))
@@ -168,6 +177,7 @@ class Process:
         self.popen = popen
         self.returncode: int | None = None
         self.import_s = None if server is None else server.import_s
+        self.server_pid = None if server is None else server.proc.pid  # forked from it
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
@@ -191,7 +201,7 @@ def prestarted() -> Iterator[None]:
     """Within this block :func:`start_process` forks from pre-started servers; all of them
     end with it (on any exit)."""
     global _servers
-    outer, _servers = _servers, ({} if os.environ.get(ENV, "1") != "0" else None)
+    outer, _servers = _servers, ({} if os.environ.get(ENV, "0") == "1" else None)
     try:
         yield
     finally:

@@ -4,7 +4,7 @@ Usage (the runner starts it; it is a script, so that nothing of parabench is imp
 
     python .../parabench/core/prestart_server.py RUNNER_PID numpy,torch,torch._dynamo
 
-It imports the modules named, writes ``ready SECONDS``, then reads one JSON request a line
+It imports the modules named, writes ``ready``, then reads one JSON request a line
 (``module``, ``args``, ``env``, ``stdout``, ``stderr``, ``cwd``) and answers ``started PID``
 for the child it forked, and ``exited PID CODE`` (Popen's sign convention) as each child ends.
 The child starts a session, takes the request's environment (``PARABENCH_RUNNER_PID``: this
@@ -20,7 +20,6 @@ import runpy
 import select
 import signal
 import sys
-import time
 import traceback
 from typing import Any
 
@@ -150,7 +149,6 @@ def main() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
         if os.getppid() != runner:  # the runner died before prctl took effect
             os._exit(1)
-    started = time.perf_counter()
     for name in filter(None, sys.argv[2].split(",")):
         try:
             __import__(name)
@@ -162,7 +160,7 @@ def main() -> None:
         setproctitle.getproctitle()
     except ImportError:
         pass
-    say(f"ready {time.perf_counter() - started:.3f}")
+    say("ready")
     serve()
 
 
