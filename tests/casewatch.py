@@ -151,15 +151,17 @@ def _record(watched: Watched, tree: list[psutil.Process]) -> None:
 
 
 def case_epoch_started(tree: list[psutil.Process], epoch: int = 1) -> bool:
-    """True once the case process has printed "epoch EPOCH/" (its engine is up and working)."""
+    """True once the case process has printed "epoch EPOCH/" (its engine is up and working).
+    The case is found by the log the runner gave its stdout (``case-*.out``), not by its
+    command line: Dask's in-process scheduler retitles the process it runs in where
+    setproctitle is installed and it sees another ``__DASK_PARENT_PID``."""
     for proc in tree:
         try:
-            cmd = case_command(proc)
-        except psutil.Error:
+            log = Path(os.readlink(f"/proc/{proc.pid}/fd/1"))
+        except OSError:
             continue
-        if cmd is not None:
-            try:  # the log the runner gave the case's stdout (read from the case, not its title)
-                log = Path(os.readlink(f"/proc/{proc.pid}/fd/1"))
+        if log.name.startswith("case-") and log.suffix == ".out":
+            try:
                 return f"epoch {epoch}/" in log.read_text()
             except OSError:
                 return False
