@@ -40,13 +40,12 @@ The machine around the case (load, other processes' CPU, thread settings, ``busy
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import resource
 import sys
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +296,7 @@ class TreeSampler:
             return memory
         if not origin.pss_read:
             return memory
-        return dataclasses.replace(memory, pss=memory.pss + origin.pss - origin.pss_file)
+        return replace(memory, pss=memory.pss + origin.pss - origin.pss_file)
 
     def memory_fields(self, self_peak_mb: float = 0.0) -> dict[str, Any]:
         """The result's memory figures: RSS peak (never below ``self_peak_mb``), PSS and source."""

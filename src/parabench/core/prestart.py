@@ -10,18 +10,18 @@ Usage::
 
 A case process imports torch and ``torch._dynamo`` (which every optimizer pulls in): seconds
 of CPU (docs/measurements.md, "Pre-started case processes"), paid again by every case of a
-sweep. Inside
-:func:`prestarted`, :func:`start_process` asks a *server* for the process instead: a
-``python`` started once per import environment (the variables libraries read when they load:
-thread counts, OpenMP policy, ``PYTHONPATH``, ``TORCH_*``, ...; see :func:`import_key`), which
-imported the heavy modules with exactly that environment and forks each case from itself.
-The child then takes the case's whole environment, working directory and output files, starts
-its own session (``setsid``, so the case's group can be killed as before) and runs the module
-as ``python -m`` would; nothing of parabench is imported in the server, so plugins and
-settings are read by the child, as a fresh process reads them. The server runs no torch
-operation, so no thread pool exists to be lost in the fork; it dies with the runner
-(``PR_SET_PDEATHSIG``, and an end of its request pipe) and the case dies with the server
-(``PARABENCH_RUNNER_PID`` names the server to the case's own watchdog).
+sweep. Inside :func:`prestarted`, :func:`start_process` asks a *server* for the process
+instead: a ``python`` started once per import environment (the variables libraries read when
+they load: thread counts, OpenMP policy, ``PYTHONPATH``, ``TORCH_*``, ...; see
+:func:`import_key`), which imported the heavy modules with exactly that environment and forks
+each case from itself. The child then takes the case's whole environment, working directory
+and output files, starts its own session (``setsid``, so the case's group can be killed as
+before) and runs the module as ``python -m`` would; nothing of parabench is imported in the
+server, so plugins and settings are read by the child, as a fresh process reads them. The
+server runs no torch operation, so no thread pool exists to be lost in the fork; it dies with
+the runner (``PR_SET_PDEATHSIG``, and an end of its request pipe) and the case dies with the
+server (``PARABENCH_RUNNER_PID`` names the server to the case's own watchdog). With the
+``prestart`` extra (setproctitle) the case shows its own command line in ps.
 
 Opt-in (``PARABENCH_PRESTART=1``): a forked case's memory does not yet read as a fresh
 process's. Library pages the server faulted in while importing are not in the case's RSS
@@ -30,10 +30,9 @@ processes"); the memory column would favour single-process methods.
 
 What changes in the figures: the imports are not in the case's ``startup_s`` (the server's
 start, interpreter and imports, as the runner timed it: ``import_s``, kept in the result's
-``extra.prestart_import_s``), and the
-anonymous pages the case shares with the server would count half in its PSS: the case's
-sampler adds the server's anonymous PSS back (``TreeSampler(shared_with=)``), so it reads as a
-fresh process's in that part. Outside
+``extra.prestart_import_s``), and the anonymous pages the case shares with the server would
+count half in its PSS: the case's sampler adds the server's anonymous PSS back
+(``TreeSampler(shared_with=)``), so it reads as a fresh process's in that part. Outside
 :func:`prestarted`, without ``PARABENCH_PRESTART=1`` (the default), or where the server
 cannot start, every case is a fresh ``python -m`` as before.
 """
