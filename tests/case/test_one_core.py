@@ -95,5 +95,10 @@ def test_a_forest_grown_with_one_job_ran_on_one_core_in_the_cli(tmp_path: Path) 
                    for ln in proc.stdout.splitlines()), proc.stdout
     else:  # others took the cores: the row carries the busy mark instead of a verdict
         assert "!" in line, proc.stdout
-    if real.machine and not real.machine.busy and real.window_cores:
-        assert real.window_cores > ONE_CORE, real.window_cores  # the real one used both
+    # the real threads forest kept both cores busy: on a free machine over ONE_CORE, and on
+    # a busy one still about twice what one thread got (the scheduler shares the cores out
+    # by thread), so it is checked on every machine, relative to what the one-job forest got
+    assert real.window_cores is not None and real.window_cores >= 1.4 * bug.window_cores, (
+        real.window_cores, bug.window_cores)
+    if real.machine and not real.machine.busy:
+        assert real.window_cores > ONE_CORE, real.window_cores

@@ -229,7 +229,8 @@ SETUP: dict[str, str] = {
                               "result = type('R', (), {})()",
     "parabench.core.measure": "import subprocess, sys\n"
                               "proc = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
-                              "pid = proc.pid",
+                              "pid = proc.pid\n"
+                              "start, end = 0.0, 1.0",
     "parabench.case.peak": "import dataclasses\n"
                            "result = dataclasses.replace(result, flops_per_sample=1e6)",
     "parabench.case.result": "import json\n"

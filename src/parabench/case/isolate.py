@@ -217,6 +217,9 @@ def run_isolated(
         result = _salvaged(config, status, reason, out_log)
     for path in (result_path, out_log, err_log):
         path.unlink(missing_ok=True)
+    if (ev := result.evidence) is not None and ev.windows_span:  # cores seen from outside
+        result = dataclasses.replace(result, evidence=dataclasses.replace(
+            ev, outside_cores=sampler.cores_over(ev.windows_span)))
     settings = thread_settings(env, wait_policy(os.environ)[1], result.facts.rank_threads,
                                result.facts.rank_cores)
     if proc.import_s is not None:  # forked from a pre-started interpreter: its imports

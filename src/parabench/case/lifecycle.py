@@ -127,22 +127,22 @@ class CaseLifecycle:
     launcher: Launcher = POOL
     #: energy counters read around every window (None: not read)
     meter: EnergyMeter | None = None
-    #: None: made from the session and the config at ``start``
-    clock: Clock | None = None
+    clock: Clock | None = None  # None: made from the session and the config at ``start``
     session: Session | None = None
     startup_s: float | None = None
     epochs_run: int = 0
-    #: the steady-state epochs (warm-up ones are left out)
-    history: list[EpochStats] = field(default_factory=list)
+    history: list[EpochStats] = field(default_factory=list)  # steady epochs (no warm-up)
     #: speed windows, the warm-up one first (``warmup_windows`` of them), see the module doc
     windows: list[EpochStats] = field(default_factory=list)
     warmup_windows: int = 0
-    #: steps per window (None until calibrated, or when a window is not steps)
-    window_steps: int | None = None
-    #: the last epoch run, warm-up ones included (the first guess of a window's steps)
-    last_epoch: EpochStats | None = None
-    #: CPU seconds per wall second of the case's process tree over the steady windows
+    window_steps: int | None = None  # None until calibrated, or when a window is not steps
+    last_epoch: EpochStats | None = None  # warm-up included: the first guess of a window
+    #: CPU seconds per wall second of the case's process tree over the steady windows, and
+    #: [start, end] of those windows on the host clock (evidence for the checks at the file)
     window_cores: float | None = None
+    windows_span: list[float] | None = None
+    #: time to target: the loaders' samples up to each evaluation (None: a part kept no count)
+    eval_served: list[int | None] = field(default_factory=list)
 
     def reason(self) -> str | None:
         """Why this case cannot run here (None: it can)."""
@@ -183,9 +183,14 @@ class CaseLifecycle:
         say = say or (lambda _msg: None)
         session = self._started()
 
+        served: list[int | None] = [0]  # the loaders' count so far, apart from the claims
+
         def between(stats: EpochStats, epoch: int, part: int, parts: int) -> bool:
             assert tracker is not None  # held-out quality, evaluated off the training clock
+            served[0] = None if None in (served[0], stats.served) else served[0] + stats.served
             stop = tracker.after_part(session, stats, epoch, part, parts)
+            if tracker.evaluated:
+                self.eval_served.append(served[0])
             if line := tracker.status_line():
                 say(line)
             return stop
@@ -275,7 +280,7 @@ class CaseLifecycle:
                 if k == wanted:
                     say(f"speed: CI wider than {CI_TARGET:.0%}, up to {most - k} more windows")
                 spent += self.window().seconds
-        self.window_cores = rate.cores
+        self.window_cores, self.windows_span = rate.cores, rate.span
         rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
         if rates:
             say(f"speed: median {statistics.median(rates):,.0f} samples/s "

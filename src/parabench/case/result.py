@@ -37,6 +37,7 @@ from typing import Any
 from parabench.case.legacy import upgraded
 from parabench.core.records import (
     Energy,
+    Evidence,
     Facts,
     Grading,
     Machine,
@@ -48,8 +49,8 @@ from parabench.core.records import (
 )
 from parabench.identity import CaseId
 
-__all__ = ["FAILED_STATUSES", "SCHEMA", "STATUSES", "Energy", "Facts", "Grading", "Machine",
-           "Parity", "QualityValue", "Result", "TimeToTarget", "Trace", "Window",
+__all__ = ["FAILED_STATUSES", "SCHEMA", "STATUSES", "Energy", "Evidence", "Facts", "Grading",
+           "Machine", "Parity", "QualityValue", "Result", "TimeToTarget", "Trace", "Window",
            "ResultWriteError", "append_result", "read_results"]
 
 #: 2: typed sub-records (window, time_to_target, energy, parity, trace, machine), ``grading``
@@ -146,6 +147,8 @@ class Result:
     grading: Grading | None = None
     #: facts analysis and the runner read: predictions digest, config error, rank memory
     facts: Facts = field(default_factory=Facts)
+    #: counts the checks at the file hold the figures against (see Evidence)
+    evidence: Evidence | None = None
     #: the RunConfig as requested (top-level fields hold what actually ran)
     config: dict[str, Any] = field(default_factory=dict)
     #: free-form notes (sessions' ``notes``, traceback, memory sources): shown, never decided on
@@ -271,7 +274,8 @@ class Result:
 #: the Result fields that hold a typed record
 RECORDS: dict[str, type[Record]] = {
     "window": Window, "time_to_target": TimeToTarget, "energy": Energy, "parity": Parity,
-    "trace": Trace, "machine": Machine, "grading": Grading, "facts": Facts}
+    "trace": Trace, "machine": Machine, "grading": Grading, "facts": Facts,
+    "evidence": Evidence}
 
 def _finite(value: Any, where: str, replaced: list[str]) -> Any:
     """``value`` with every NaN / infinity replaced by None; their paths go to ``replaced``."""

@@ -5,6 +5,8 @@ Usage::
     with TreeSampler(pid) as sampler:      # samples every 50 ms in a daemon thread
         proc.wait()
     sampler.peak_rss_mb, sampler.peak_pss_mb, sampler.pss_source, sampler.seen, sampler.cpu_s
+    sampler.cores_over([start, end])       # the tree's CPU s per wall s between two host-clock
+                                           # times (None when the samples do not bracket them)
 
 **Memory.** The peak is the largest *sum* over the root and all its descendants at one instant,
 so a multi-process method's memory is counted across every worker. Two sums are kept:
@@ -31,6 +33,11 @@ so a multi-process method's memory is counted across every worker. Two sums are 
   waits ``c / pss_budget`` (small trees: every tick; 3 x 800 MB: about every 0.5 s). A memory
   spike shorter than that can be missed by the PSS peak; the RSS peak still sees it.
 
+**CPU.** Every tick also records the tree's CPU seconds at that instant on the host clock,
+so the runner can read the cores a case kept busy over a span the case names (its steady speed
+windows) from outside the case: the independent figure :mod:`parabench.case.audit` holds the
+case's own ``window_cores`` against.
+
 Sampling can miss a spike shorter than the interval; the worker also reports its own
 ``ru_maxrss`` (exact for the process itself) and the runner takes the larger for RSS.
 
@@ -40,6 +47,8 @@ The machine around the case (load, other processes' CPU, thread settings, ``busy
 
 from __future__ import annotations
 
+import bisect
+import math
 import os
 import resource
 import sys
@@ -171,10 +180,12 @@ def tree_cpu_seconds(pid: int) -> float:
 class CpuRate:
     """``with CpuRate(pid) as rate: ...``; then ``rate.cores``: the CPU seconds the tree of
     ``pid`` used per wall second inside the block (None: no wall time), the cores it really
-    kept busy (a "parallel" case near 1.0 ran serially)."""
+    kept busy (a "parallel" case near 1.0 ran serially), and ``rate.span``: [start, end] of
+    the block on the host clock (:func:`parabench.core.clock.now`, shared by every process)."""
 
     def __init__(self, pid: int) -> None:
         self.pid, self.cores = pid, None
+        self.span: list[float] | None = None
         self._cpu0, self._watch = 0.0, Stopwatch()
 
     def __enter__(self) -> CpuRate:
@@ -185,6 +196,7 @@ class CpuRate:
         wall = self._watch.seconds()
         cpu = tree_cpu_seconds(self.pid) - self._cpu0
         self.cores = round(cpu / wall, 3) if wall > 0 else None
+        self.span = [self._watch.t0, self._watch.t0 + wall]
 
 
 def _rusage_cpu_s(who: int) -> float:
@@ -196,6 +208,20 @@ def self_max_rss_mb() -> float:
     """Peak RSS of this process so far (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def _interpolated(points: list[tuple[float, float]], t: float, max_gap_s: float
+                  ) -> float | None:
+    """The value at ``t`` on the line through the samples (time, value) around it; None
+    when there is none on one side, or the nearer one on either side is over ``max_gap_s``
+    away."""
+    i = bisect.bisect_left(points, (t, -math.inf))
+    if i == 0 or i == len(points):
+        return None
+    (t0, v0), (t1, v1) = points[i - 1], points[i]
+    if t - t0 > max_gap_s or t1 - t > max_gap_s:
+        return None
+    return v0 + (v1 - v0) * (t - t0) / (t1 - t0) if t1 > t0 else v1
 
 
 class TreeSampler:
@@ -219,6 +245,7 @@ class TreeSampler:
         self._next_pss = 0.0
         self._seen: dict[int, float] = {}
         self._cpu: dict[tuple[int, float], float] = {}  # (pid, created) -> own CPU seconds
+        self._cpu_at: list[tuple[float, float]] = []  # (host clock, the tree's CPU seconds)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="parabench-sampler", daemon=True)
@@ -257,6 +284,19 @@ class TreeSampler:
         with self._lock:
             return sum(self._cpu.values())
 
+    def cores_over(self, span: list[float] | None, max_gap_s: float = 0.5) -> float | None:
+        """The tree's CPU seconds per wall second between ``span``'s two host-clock times, as
+        sampled from here (each end interpolated between the samples around it); None when
+        the samples do not bracket both ends within ``max_gap_s``."""
+        with self._lock:
+            points = list(self._cpu_at)
+        if not span or span[1] <= span[0]:
+            return None
+        ends = [_interpolated(points, t, max_gap_s) for t in span]
+        if ends[0] is None or ends[1] is None:
+            return None
+        return round((ends[1] - ends[0]) / (span[1] - span[0]), 3)
+
     def _tree(self) -> list[psutil.Process]:
         """The tree, listed again every ``relist_s``: listing reads every process's
         ``/proc/PID/stat`` (milliseconds of CPU for 100 processes), reading a known one's
@@ -277,6 +317,8 @@ class TreeSampler:
                     self._cpu[(p.pid, created)] = t.user + t.system
                 except psutil.Error:
                     pass
+            self._cpu_at.append((self._watch.t0 + self._watch.seconds(),
+                                 sum(self._cpu.values())))
         self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(procs))
         start = self._watch.seconds()
         if start >= self._next_pss:

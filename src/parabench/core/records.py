@@ -18,6 +18,8 @@ free-form notes only (nothing in ``src/`` decides on them: tests/case/test_resul
 * :class:`Grading` - how the method says this workload is graded (``Method.grading``)
 * :class:`Facts` - what the session and the runner measured that analysis reads: the forest
   predictions digest, a configuration error, fedavg's per-client samples, per-rank memory
+* :class:`Evidence` - counts sent beside the figures, which the checks at the file
+  (:mod:`parabench.case.audit`) hold the figures against
 """
 
 from __future__ import annotations
@@ -289,3 +291,25 @@ class Facts(Record):
     rank_hosts: list[str] | None = None
     #: GPUs one worker's stages use (model parallel on cuda); the MFU is over all of them
     gpus_used: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence(Record):
+    """Counts taken apart from the figures a user reads, which :mod:`parabench.case.audit`
+    checks those figures against after the result is assembled: the samples the data loaders
+    served (every rank's count, summed apart from the ranks' claims) in each speed window and
+    up to each evaluation, where the steady windows began and ended on the host clock (a
+    timestamp every process of the machine shares), and the CPU seconds per wall second of the
+    case's process tree over that span as the runner saw it from outside."""
+
+    #: the loaders' samples in each speed window (aligned with ``Result.window_s``; None
+    #: where the session keeps no count)
+    window_served: list[int | None] = field(default_factory=list)
+    #: time-to-target mode: the loaders' samples trained up to each evaluation (aligned with
+    #: ``TimeToTarget.eval_samples``)
+    eval_served: list[int | None] = field(default_factory=list)
+    #: [start, end] of the steady windows on the host clock (``core.clock.now``), seconds
+    windows_span: list[float] | None = None
+    #: the runner's own reading of the tree's CPU seconds per wall second over
+    #: ``windows_span`` (None: not watched from outside, e.g. torchrun, or too few samples)
+    outside_cores: float | None = None

@@ -32,6 +32,7 @@ from pathlib import Path
 from parabench.analysis.figures import group_key, median_times, seconds_per_sample
 from parabench.analysis.parity import assess
 from parabench.analysis.ratios import is_baseline, ratios
+from parabench.case.audit import audited
 from parabench.case.execute import skipped
 from parabench.case.isolate import prepare, run_isolated
 from parabench.case.result import Result, append_result, read_results
@@ -71,13 +72,15 @@ def recorded_baselines(results: Iterable[Result]) -> list[Result]:
 
 def record(result: Result, out: str | Path, *, baselines: Sequence[Result],
            swept: Iterable[Result] = (), earlier: Iterable[Result] = ()) -> Result:
-    """Grade a finished case and append it to ``out``: the runner's tail, also torchrun's.
+    """Check a finished case's figures (:func:`parabench.case.audit.audited`), grade it and
+    append it to ``out``: the runner's tail, also torchrun's.
 
     Parity against ``baselines`` (:func:`parabench.analysis.parity.assess`: the first that
     fits wins) and the ratios against ``swept`` (this sweep's results so far), else
     ``earlier`` (:func:`with_ratios`). A case run on its own (under torchrun) passes the
     baselines already in ``out`` as both ``baselines`` and ``earlier``.
     """
+    result = audited(result)  # the figures checked against their evidence, at the file
     result = dataclasses.replace(result, parity=assess(result, list(baselines)))
     result = with_ratios(result, [*swept, result], earlier)
     append_result(out, result)
