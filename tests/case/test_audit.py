@@ -69,13 +69,23 @@ def test_samples_per_s_not_from_its_windows_fails_the_case(factor: float) -> Non
     assert f"{good.samples_per_s:,.1f}" in bad.reason  # what the windows give
 
 
+def test_without_served_counts_samples_per_s_is_checked_against_the_windows() -> None:
+    good = windowed(evidence=Evidence(window_served=[None] * 4, windows_span=[100.0, 101.55]))
+    assert audit(good) == []
+    problems = audit(dataclasses.replace(good, samples_per_s=2 * good.samples_per_s))
+    assert problems and problems[0].startswith("samples/s ")
+
+
 def test_a_window_claiming_what_the_loaders_did_not_serve_fails() -> None:
     claims = [900, 2000, 1000, 1000]
     assert audit(windowed(window_samples=claims)) == [
         "window 1: 2000 samples, the loaders served 1000"]
-    # a window the loaders kept no count for is not checked
+    # a window the loaders kept no count for is not checked (samples/s is then its windows'
+    # own: here 4000, 1923 and 2083 samples/s, median 2083)
     evidence = Evidence(window_served=[900, None, 1000, 1000], windows_span=[100.0, 101.55])
-    assert audit(windowed(window_samples=claims, evidence=evidence)) == []
+    own = sorted(n / t for n, t in zip(claims[1:], SECONDS[1:], strict=True))
+    assert audit(windowed(window_samples=claims, evidence=evidence, samples_per_s=own[1],
+                          samples_per_s_ci=[own[0], own[2]])) == []
 
 
 def test_a_figure_outside_its_own_interval_fails() -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from parabench.case import execute, lifecycle
 from parabench.config import RunConfig
+from parabench.core.measure import _rusage_cpu_s
 from parabench.method import Session
 from parabench.methods.ddp import DDP
 from parabench.methods.fedavg import FedAvg
@@ -78,18 +79,14 @@ class _OwnCpuRate(lifecycle.CpuRate):
 
     def __enter__(self) -> _OwnCpuRate:
         super().__enter__()
-        self._own0 = _own_cpu_s()
+        self._own0 = _rusage_cpu_s(resource.RUSAGE_SELF)
         return self
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         if "onecpu" in PLANTED and self.span:
-            self.cores = round((_own_cpu_s() - self._own0) / (self.span[1] - self.span[0]), 3)
-
-
-def _own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+            own = _rusage_cpu_s(resource.RUSAGE_SELF) - self._own0
+            self.cores = round(own / (self.span[1] - self.span[0]), 3)
 
 
 class EachCountProgram(TensorParallelProgram):

@@ -14,8 +14,8 @@ the file will hold (:func:`parabench.sweep.run.record`, the tail of every front 
 recomputes each figure from :class:`~parabench.core.records.Evidence` sent beside it:
 
 * **samples** - each speed window's samples against what the loaders served in it;
-* **samples/s** - the median of the steady windows' served samples over their seconds (and
-  the figure inside its own confidence interval);
+* **samples/s** - the median of the steady windows' served samples over their seconds (their
+  own samples where no count was served), and the figure inside its own confidence interval;
 * **seconds** - the steady windows' seconds against the span the lifecycle saw them take on
   the host clock (their sum cannot exceed it, and windows of steps fill most of it);
 * **cores** (CPU seconds per wall second, "ran on ~1 core") - the case's own reading against
@@ -94,14 +94,15 @@ def _steady(result: Result, values: list) -> list:
 def _speed(result: Result, ev: Evidence) -> list[str]:
     served = _steady(result, ev.window_served)
     seconds = _steady(result, result.window_s)
-    if not served or None in served or len(served) != len(seconds):
-        return []
-    rates = [n / s for n, s in zip(served, seconds, strict=True) if s > 0]
+    if served and None not in served and len(served) == len(seconds):
+        rates = [n / s for n, s in zip(served, seconds, strict=True) if s > 0]
+    else:  # no served count (TensorFlow, the forests): the windows' own samples
+        rates = result.window_rates
     if not rates:
         return []
     figure, expected = result.samples_per_s, statistics.median(rates)
     if figure is None or not _near(figure, expected):
-        return [f"samples/s {_fmt(figure)}, the windows' served samples / seconds give "
+        return [f"samples/s {_fmt(figure)}, the windows' samples / seconds give "
                 f"{_fmt(expected)}"]
     ci = result.samples_per_s_ci
     if ci and not (ci[0] * (1 - REL) <= figure <= ci[1] * (1 + REL)):
