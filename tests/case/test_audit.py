@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from parabench.case.audit import audit, audited
+from parabench.case.audit import MIN_SPAN_S, audit, audited
 from parabench.case.result import Result
 from parabench.core.measure import TreeSampler, _interpolated
 from parabench.core.records import Evidence, TimeToTarget, Window
@@ -173,8 +173,8 @@ def _planted_run(tmp_path: Path, *args: str, windows: int = 24
                  ) -> tuple[subprocess.CompletedProcess, dict[tuple[str, int], dict]]:
     out = tmp_path / "results.jsonl"
     path = os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p)
-    # the cores are compared over spans of 0.5 s or more: 24 windows of 0.05 s (the suite's
-    # length), or of one fedavg round (about 0.03 s at tiny)
+    # the cores are compared over spans of 0.5 s or more: windows of 0.05 s (the suite's
+    # length), or of one fedavg round (0.02-0.03 s at tiny)
     env = os.environ | {"PYTHONPATH": path, "PARABENCH_PLUGINS": "figure_bugs",
                         "PARABENCH_WINDOW_S": "0.05"}
     cmd = [sys.executable, "-m", "parabench", "run", *args, "--threads", "1", "--profile",
@@ -200,8 +200,10 @@ def _failed_row(proc: subprocess.CompletedProcess, rows: dict, method: str, work
 @pytest.mark.torch
 def test_figures_planted_wrong_on_the_way_to_the_file_fail_their_cases(tmp_path: Path) -> None:
     planted = "ddp_assembled2x,fedavg_assembled2x,ddp_onecpu,fedavg_onecpu"
+    # 64 windows: a fedavg round of 2 clients takes under 0.02 s at tiny on a quiet machine,
+    # and 24 of them fell under the 0.5 s the cores check needs (fedavg_onecpu read "ok")
     proc, rows = _planted_run(tmp_path, "--workload", "mlp", "--workers", "1,2", "--method",
-                              f"serial,serial_assembled2x,{planted}")
+                              f"serial,serial_assembled2x,{planted}", windows=64)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert rows[("serial", 1)]["status"] == "ok"  # the real baseline: no false alarm
     assert rows[("serial", 1)]["evidence"]["outside_cores"] is not None
@@ -210,6 +212,8 @@ def test_figures_planted_wrong_on_the_way_to_the_file_fail_their_cases(tmp_path:
         for method in ("ddp_assembled2x", "fedavg_assembled2x"):
             _failed_row(proc, rows, method, workers, "figures disagree: samples/s ")
         for method in ("ddp_onecpu", "fedavg_onecpu"):  # the ranks are the case's children
+            span = rows[(method, workers)]["evidence"]["windows_span"]
+            assert span[1] - span[0] >= MIN_SPAN_S, (method, workers, span)  # checked at all
             _failed_row(proc, rows, method, workers, "figures disagree: cores 0.0")
 
 
