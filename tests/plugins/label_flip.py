@@ -17,6 +17,8 @@ workloads only: a workload whose targets are not class indices is refused with t
 
 The fraction is read from the environment, as ``slow_steps`` reads its slowdown: a method
 option would be part of the case's identity, and the point is the same case, degraded.
+``serial_flip2`` is the same with its own fraction (``PARABENCH_FLIP_FRACTION2``, default
+0.6), so one run holds a clean and a degraded method beside one serial baseline.
 """
 
 from __future__ import annotations
@@ -33,17 +35,21 @@ from parabench.workload import TorchWorkload, Workload
 
 FRACTION_ENV = "PARABENCH_FLIP_FRACTION"
 DEFAULT_FRACTION = 0.3
+FRACTION2_ENV = "PARABENCH_FLIP_FRACTION2"
+DEFAULT_FRACTION2 = 0.6
 
 
-def flip_fraction() -> float:
-    fraction = float(os.environ.get(FRACTION_ENV) or DEFAULT_FRACTION)
+def flip_fraction(env: str = FRACTION_ENV, default: float = DEFAULT_FRACTION) -> float:
+    fraction = float(os.environ.get(env) or default)
     if not 0 <= fraction <= 1:
-        raise ValueError(f"{FRACTION_ENV} must be in [0, 1]; got {fraction}")
+        raise ValueError(f"{env} must be in [0, 1]; got {fraction}")
     return fraction
 
 
 class FlipSession(SerialTorchSession):
     """Serial, with a seeded fraction of its training labels moved to another class."""
+
+    fraction_from: ClassVar[tuple[str, float]] = (FRACTION_ENV, DEFAULT_FRACTION)
 
     def start(self) -> None:
         import torch
@@ -55,13 +61,14 @@ class FlipSession(SerialTorchSession):
                              f"are {y.dtype} of shape {tuple(y.shape)}")
         classes = int(y.max()) + 1
         n = len(y)
-        k = round(flip_fraction() * n) if classes > 1 else 0
+        fraction = flip_fraction(*self.fraction_from)
+        k = round(fraction * n) if classes > 1 else 0
         g = torch.Generator().manual_seed(self.config.seed * 7919 + 17)
         index = torch.randperm(n, generator=g)[:k].to(y.device)
         shift = torch.randint(1, max(classes, 2), (k,), generator=g).to(y.device)
         y[index] = (y[index] + shift.to(y.dtype)) % classes
         self.notes["flipped_labels"] = k
-        self.notes["flip_fraction"] = flip_fraction()
+        self.notes["flip_fraction"] = fraction
 
 
 @methods.register
@@ -76,3 +83,18 @@ class SerialFlip(Serial):
         if not isinstance(workload, TorchWorkload):
             raise TypeError(f"serial_flip cannot train {type(workload).__name__}")
         return FlipSession(workload, config)
+
+
+class FlipSession2(FlipSession):
+    fraction_from: ClassVar[tuple[str, float]] = (FRACTION2_ENV, DEFAULT_FRACTION2)
+
+
+@methods.register
+class SerialFlip2(SerialFlip):
+    name: ClassVar[str] = "serial_flip2"
+    description: ClassVar[str] = "serial_flip at PARABENCH_FLIP_FRACTION2 (test plugin)"
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        if not isinstance(workload, TorchWorkload):
+            raise TypeError(f"serial_flip2 cannot train {type(workload).__name__}")
+        return FlipSession2(workload, config)
