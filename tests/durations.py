@@ -3,6 +3,7 @@
 Usage::
 
     pytest ...                     # writes <rootdir>/.pytest-durations.tsv (git-ignored)
+    pytest -m 'slow and not long'  # the second tier: its tests join the file (merged)
     PARABENCH_TEST_DURATIONS=/tmp/d.tsv pytest ...         # elsewhere; "-": keep none
     grep -v '^#' .pytest-durations.tsv | head -15          # the slowest 15 (.ci/run prints them)
     pytest -p durations ...        # the plugin alone (tests/ on the path), as its own test runs it
@@ -12,7 +13,10 @@ tests/conftest.py turns it on for the suite. A test's duration is its setup + ca
 ``passed``, ``failed``, ``error`` (in setup or teardown), ``skipped``, ``xfailed`` or
 ``xpassed``. One line per test: ``seconds<TAB>outcome<TAB>test id``, after a ``#`` header. The
 file is written once, at the session's end, and only by a session that ran tests (a
-``--collect-only`` leaves the last run's file). A pytest run started inside a test (the
+``--collect-only`` leaves the last run's file). A run merges into the file it finds: its tests
+replace their own earlier lines and the others stay, so the two tiers (plain ``pytest``, then
+``-m 'slow and not long'``) leave one file of the whole suite; remove the file to start afresh
+(.ci/run does). A pytest run started inside a test (the
 markers test runs one) keeps no file: the outer run's would be overwritten by a fragment.
 """
 
@@ -55,13 +59,34 @@ class Durations:
     def pytest_sessionfinish(self) -> None:
         if not self.seconds:
             return
-        rows = sorted(self.seconds.items(), key=lambda kv: (-kv[1], kv[0]))
+        kept = {test: (s, outcome) for s, outcome, test in read(self.path)
+                if test not in self.seconds}  # an earlier run's (the other tier's) tests
+        kept |= {test: (s, self.outcome[test]) for test, s in self.seconds.items()}
+        rows = sorted(kept.items(), key=lambda kv: (-kv[1][0], kv[0]))
         lines = ["# seconds\toutcome\ttest (setup + call + teardown, slowest first)"]
-        lines += [f"{s:.3f}\t{self.outcome[test]}\t{test}" for test, s in rows]
+        lines += [f"{s:.3f}\t{outcome}\t{test}" for test, (s, outcome) in rows]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(self.path)  # whole or not at all
+
+
+def read(path: Path) -> list[tuple[float, str, str]]:
+    """``(seconds, outcome, test)`` of each line of a durations file; none if it is missing."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    rows = []
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if line.startswith("#") or len(fields) != 3:
+            continue
+        try:
+            rows.append((float(fields[0]), fields[1], fields[2]))
+        except ValueError:
+            continue  # not a line this plugin wrote
+    return rows
 
 
 def start(config: pytest.Config) -> None:

@@ -73,6 +73,7 @@ def test_the_summary_table_shows_a_parity_failure() -> None:
     assert "FAILED -0.700" in table and "base" in table
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_parabench_run_records_parity_against_the_serial_case_of_the_sweep(
     fault_plugin: Path, tmp_path: Path

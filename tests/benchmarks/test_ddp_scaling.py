@@ -105,6 +105,7 @@ class _SerialAt:
         return self.session.train_epoch(epoch).seconds
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(3600)  # measuring: 4 x ROUNDS quick epochs on two busy cores
 @pytest.mark.parametrize("batch", [64, 256])
 def test_ddp_scaling_vs_serial_and_hand_loop(benchmark: Any, batch: int) -> None:

@@ -68,9 +68,14 @@ def smoke_windows(benchmark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("PARABENCH_WINDOW_S", "0.05")
 
 
+#: methods whose engine takes many seconds to start (a JVM; a TensorFlow cluster): in the slow set
+SLOW_START = ("rf_spark", "tf_multiworker")
+
+
 def _param(case: BenchCase) -> Any:
-    return pytest.param(case, id=case.id, marks=[getattr(pytest.mark, m) for m in
-                                                 sorted(case.markers)])
+    marks = [getattr(pytest.mark, m) for m in sorted(case.markers)]
+    return pytest.param(case, id=case.id,
+                        marks=marks + ([pytest.mark.slow] if case.method in SLOW_START else []))
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,7 @@ def _session(schedule: str, profile: str) -> Any:
     return method.session(workloads.get("cnn"), config)
 
 
+@pytest.mark.slow
 def test_pipeline_bubble_gpipe_vs_1f1b(benchmark: Any) -> None:
     profile = os.environ.get("PARABENCH_BENCH_PROFILE") or (
         "tiny" if benchmark.disabled else "quick")

@@ -76,6 +76,7 @@ def test_a_forked_case_runs_the_module_as_python_m_would(probe_env: dict[str, st
     assert server.proc.poll() is not None  # the sweep's end ended the server
 
 
+@pytest.mark.slow
 def test_one_server_per_import_environment(probe_env: dict[str, str], tmp_path: Path) -> None:
     with prestart.prestarted():
         for threads in ("1", "2", "1"):  # the budget as the runner sets it (worker_env)
@@ -87,6 +88,7 @@ def test_one_server_per_import_environment(probe_env: dict[str, str], tmp_path: 
         assert len(prestart._servers or {}) == 2  # a setting read at import: its own server
 
 
+@pytest.mark.slow
 def test_a_killed_case_reads_as_killed_and_outside_a_sweep_cases_start_plainly(
         probe_env: dict[str, str], tmp_path: Path) -> None:
     with prestart.prestarted():

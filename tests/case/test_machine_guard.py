@@ -80,6 +80,7 @@ def test_a_busy_record_says_so_and_names_a_spinning_policy() -> None:
     assert not record["busy"] and "note" not in record
 
 
+@pytest.mark.slow
 def test_every_cli_result_records_the_machine_and_both_peaks(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}

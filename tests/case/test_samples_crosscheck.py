@@ -75,6 +75,7 @@ def test_a_claim_the_loaders_did_not_serve_fails_with_both_figures() -> None:
         checked_samples(_stats(512, 256), "speed window 3")
 
 
+@pytest.mark.slow
 def test_a_rank_reporting_the_global_count_fails_the_case_in_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     path = os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p)

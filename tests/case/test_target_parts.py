@@ -72,6 +72,7 @@ def assert_identical(a: dict[str, Any], b: dict[str, Any]) -> None:
         assert torch.equal(value, b[name]), f"{name} differs"
 
 
+@pytest.mark.slow
 def test_serial_evaluated_between_parts_trains_exactly_the_whole_epochs() -> None:
     whole, whole_losses, whole_trace = _serial("cnn", 1)
     parted, parted_losses, parted_trace = _serial("cnn", PARTS, lambda s: s.evaluate())

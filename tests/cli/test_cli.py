@@ -121,6 +121,7 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], expected: str,
     assert proc.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_run_both_baselines_writes_results_and_a_table(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,6 +201,7 @@ def test_data_dir_for_a_synthetic_only_workload_is_refused_before_anything_runs(
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_option_flags_sweep_as_grid_axes(tmp_path: Path) -> None:
     out = tmp_path / "res.jsonl"
     proc = cli("run", "--workload", "mlp", "--method", "serial", "--profile", "tiny",
@@ -212,6 +214,7 @@ def test_option_flags_sweep_as_grid_axes(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "'fp8' is not one of fp32, bf16, fp16" in bad.stderr
 
 
+@pytest.mark.slow
 def test_the_default_run_plans_the_coverage_grid_and_all_plans_the_full_sweep(
     tmp_path: Path,
 ) -> None:

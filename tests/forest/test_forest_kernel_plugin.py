@@ -49,6 +49,7 @@ def _run(args: list[str], cwd: Path) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_plugin_kernel_runs_through_the_cli_and_matches_numpy(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     _run(["-m", "parabench.cli", "run", "--workload", "random_forest", "--method",

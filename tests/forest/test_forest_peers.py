@@ -58,6 +58,7 @@ def fresh_probes() -> Any:
     hardware.probe.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.xgboost
 @pytest.mark.lightgbm
 def test_parabench_run_gives_both_peers_parity_with_serial(tmp_path: Path) -> None:

@@ -95,6 +95,7 @@ def _results(out: Path) -> list[Result]:
 
 # --- signals to the runner ------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sig", "code", "message"),
     [(signal.SIGINT, 130, "interrupted; results recorded so far are kept"),

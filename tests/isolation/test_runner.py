@@ -29,6 +29,7 @@ def _grid(names: list[str], **kw: object) -> Grid:
                 profile="tiny", **kw)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_raise_exit_hang_and_oom_are_recorded_and_the_sweep_goes_on(
     fault_plugin: Path, tmp_path: Path
 ) -> None:
@@ -69,6 +70,7 @@ def test_a_failed_case_keeps_what_it_measured_before_failing(
     assert r.env["cores"] >= 1 and r.timestamp
 
 
+@pytest.mark.slow
 def test_resume_skips_cases_already_ok(fault_plugin: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     first = run_grid(_grid(["fault_ok", "fault_raise"], repeats=2), out=out)

@@ -57,6 +57,7 @@ def torch_group_run(tmp_path_factory: pytest.TempPathFactory) -> Watched:
     return _watched("mlp", ",".join(runnable), tmp_path_factory.mktemp("listen") / "r.jsonl")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("workload", "method"), LISTENER_CASES)
 def test_a_case_listens_on_loopback_only(workload: str, method: str, tmp_path: Path,
                                          request: pytest.FixtureRequest) -> None:

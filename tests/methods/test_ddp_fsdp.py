@@ -194,6 +194,7 @@ def test_execute_runs_ddp_end_to_end_with_the_thread_budget_recorded() -> None:
     assert len(result.components["communication"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.cpu
 def test_cli_runs_fsdp(tmp_path: Path) -> None:
     """Through the runner: its own process group, the ranks its grandchildren."""

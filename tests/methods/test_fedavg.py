@@ -394,6 +394,7 @@ def test_execute_runs_rounds_and_records_the_federation() -> None:
     assert result.loss[-1] < result.loss[0]
 
 
+@pytest.mark.slow
 def test_cli_run_records_parity_against_serial(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     cmd = [sys.executable, "-m", "parabench", "run", "--workload", "mlp",

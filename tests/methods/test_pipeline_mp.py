@@ -187,8 +187,9 @@ def test_model_parallel_matches_serial(workload: str) -> None:
         assert "one CPU device" in session.notes["model_parallel_note"]
 
 
+@pytest.mark.slow
 def test_execute_runs_cnn_pipeline_1f1b_end_to_end() -> None:
-    """Through ``execute`` (the runner's worker body): cnn's pipeline parity in the fast set."""
+    """Through ``execute`` (the runner's worker body): cnn's pipeline parity."""
     epochs = SETUP["cnn"][0]
     result = execute(RunConfig(workload="cnn", method="pipeline", workers=2,
                                threads_per_worker=1, profile="tiny", epochs=epochs,

@@ -41,6 +41,7 @@ def _row(table: str, method: str, workload: str = "mlp") -> str:
     return rows[0]
 
 
+@pytest.mark.slow
 def test_every_planted_bug_fails_parity_in_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     path = os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p)

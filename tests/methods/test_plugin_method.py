@@ -26,6 +26,7 @@ def test_plugin_method_is_one_short_file() -> None:
     assert len(lines) <= MAX_LINES, f"{PLUGIN.name}: {len(lines)} lines > {MAX_LINES}"
 
 
+@pytest.mark.slow
 def test_plugin_method_runs_through_the_cli_with_exact_parity(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     path = os.pathsep.join(p for p in (str(PLUGIN.parent), os.environ.get("PYTHONPATH")) if p)

@@ -47,6 +47,7 @@ def _assert_exact(trace: dict[str, Any], serial: dict[str, Any]) -> None:
     assert verdict["loss_rel_max"] < 1e-6 and verdict["weight_rel_l2"] < 1e-4, verdict
 
 
+@pytest.mark.slow
 def test_tp_over_two_ranks_follows_serials_trajectory(serial_trace: dict[str, Any]) -> None:
     _assert_exact(_trace("tp", 2), serial_trace)
 

@@ -1,6 +1,7 @@
 """Every pytest run keeps its tests' durations (tests/durations.py): a real pytest run of a
 small crafted module writes every test with its outcome, slowest first, setup and teardown
-counted; a run inside a test keeps none. No wall-clock bound but "at least the sleep"."""
+counted; a second run merges into the file; a run inside a test keeps none. No wall-clock
+bound but "at least the sleep"."""
 
 from __future__ import annotations
 
@@ -119,3 +120,20 @@ def test_a_run_inside_a_test_keeps_none(tmp_path: Path) -> None:
     proc = _run(tmp_path, "-k", "sleeps")
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert not list(tmp_path.glob("*.tsv"))
+
+
+def test_a_second_run_merges_its_tests_into_the_file(tmp_path: Path) -> None:
+    """The two tiers leave one file: the second run's tests join, a test run again is replaced."""
+    out = tmp_path / "durations.tsv"
+    assert _run(tmp_path, "-k", "sleeps", **{durations.ENV: str(out)}).returncode == 0
+    [(first, _, _)] = _rows(out)
+    assert _run(tmp_path, "-k", "teardown", **{durations.ENV: str(out)}).returncode == 0
+    assert {test.split("::")[1] for _, _, test in _rows(out)} == {
+        "test_sleeps", "test_teardown_counts"}
+    assert _run(tmp_path, "-k", "sleeps", **{durations.ENV: str(out)}).returncode == 0
+    rows = _rows(out)
+    assert sorted(test.split("::")[1] for _, _, test in rows) == [
+        "test_sleeps", "test_teardown_counts"]  # replaced, not listed twice
+    assert [s for s, _, _ in rows] == sorted((s for s, _, _ in rows), reverse=True)
+    assert durations.read(out) == rows and durations.read(tmp_path / "missing.tsv") == []
+    assert first >= 0.2

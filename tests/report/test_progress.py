@@ -65,6 +65,7 @@ def test_eta_counts_only_cases_that_ran() -> None:
     assert p.eta_s() == pytest.approx(4 * 30.0, rel=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_a_piped_sweep_prints_one_line_per_case_and_ends_with_the_report(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")

@@ -65,6 +65,7 @@ def test_torch_only_options_are_refused_for_estimators() -> None:
     assert r.status == "skipped" and "num_workers apply to torch workloads" in r.reason
 
 
+@pytest.mark.slow
 def test_result_records_flops_components_and_options() -> None:
     r = execute(RunConfig(workload="mlp", method="serial", profile="tiny", epochs=2,
                           options={"precision": "bf16", "num_workers": 1}))

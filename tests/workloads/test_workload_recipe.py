@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.cpu, pytest.mark.torch]
 PLUGIN_DIR = Path(__file__).parents[1] / "plugins"
 
 
+@pytest.mark.slow
 def test_a_one_file_workload_runs_through_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     paths = [str(PLUGIN_DIR), *filter(None, [os.environ.get("PYTHONPATH")])]
