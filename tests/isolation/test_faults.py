@@ -42,8 +42,22 @@ def tmpdir_env(fault_plugin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
+    # faulthandler on: a runner that does not stop can be made to print its threads (_stopped)
     return subprocess.Popen([*RUN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
+                            stdin=subprocess.DEVNULL, text=True,
+                            env=os.environ | {"PYTHONFAULTHANDLER": "1"})
+
+
+def _stopped(runner: subprocess.Popen[str], sig: int, timeout: float = 60) -> str:
+    """The runner's stderr once ``sig`` ended it; if it does not end, where its threads were."""
+    runner.send_signal(sig)
+    try:
+        return runner.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        runner.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+        stderr = runner.communicate(timeout=30)[1]
+        pytest.fail(f"the runner did not end {timeout:g} s after {signal.Signals(sig).name}; "
+                    f"its threads then:\n{stderr[-8000:]}")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -109,8 +123,7 @@ def test_a_signal_stops_the_case_keeps_earlier_results_and_cleans_up(
     runner = _start("--workload", "fault_ok,fault_hang", "--timeout", "300", "--out", str(out))
     pgid = _hang_started(fault_plugin)
     assert _runner_dirs(tmpdir_env), "the runner has a temporary directory while it runs"
-    runner.send_signal(sig)
-    _, stderr = runner.communicate(timeout=60)
+    stderr = _stopped(runner, sig)
 
     assert runner.returncode == code
     line = stderr.strip().splitlines()[-1]  # (progress lines come before it)
