@@ -78,11 +78,12 @@ class SerialFlip(Serial):
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "statistical"
+    session_class: ClassVar[type[FlipSession]] = FlipSession
 
     def session(self, workload: Workload, config: RunConfig) -> Session:
         if not isinstance(workload, TorchWorkload):
-            raise TypeError(f"serial_flip cannot train {type(workload).__name__}")
-        return FlipSession(workload, config)
+            raise TypeError(f"{self.name} cannot train {type(workload).__name__}")
+        return self.session_class(workload, config)
 
 
 class FlipSession2(FlipSession):
@@ -93,8 +94,4 @@ class FlipSession2(FlipSession):
 class SerialFlip2(SerialFlip):
     name: ClassVar[str] = "serial_flip2"
     description: ClassVar[str] = "serial_flip at PARABENCH_FLIP_FRACTION2 (test plugin)"
-
-    def session(self, workload: Workload, config: RunConfig) -> Session:
-        if not isinstance(workload, TorchWorkload):
-            raise TypeError(f"serial_flip2 cannot train {type(workload).__name__}")
-        return FlipSession2(workload, config)
+    session_class: ClassVar[type[FlipSession]] = FlipSession2
