@@ -240,7 +240,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_earlier_results_intact(
     tmp_path: Path, disk: str, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest,
 ) -> None:
-    import parabench.sweep.run as runner
+    import parabench.sweep.executor as runner
 
     where = request.getfixturevalue("full_disk") if disk == "real" else tmp_path
     out = where / "r.jsonl"

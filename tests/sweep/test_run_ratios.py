@@ -45,7 +45,7 @@ def test_this_sweeps_baseline_wins_and_a_missing_one_is_named() -> None:
 def test_run_grid_writes_each_result_with_its_ratios(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The sweep itself (cases faked, no process started): the JSONL lines carry the ratios."""
     from parabench.case.result import read_results
-    from parabench.sweep import run
+    from parabench.sweep import executor, run
 
     seconds = {("serial", 2): 1.0, ("serial", 1): 1.6, ("ddp", 1): 0.5}
 
@@ -54,7 +54,7 @@ def test_run_grid_writes_each_result_with_its_ratios(tmp_path, monkeypatch) -> N
         return dataclasses.replace(_at(r, config.threads, seconds[config.method, config.threads]),
                                    batch_size=config.batch_size)
 
-    monkeypatch.setattr(run, "run_isolated", fake)
+    monkeypatch.setattr(executor, "run_isolated", fake)
     out = tmp_path / "r.jsonl"
     grid = run.Grid(workloads=["mlp"], methods=["serial", "ddp"], workers=[2], profile="tiny",
                     stop=Epochs(1), threads_per_worker=1)

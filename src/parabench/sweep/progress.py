@@ -62,6 +62,7 @@ class Progress:
         self._case_started: float | None = None
         self._live: Any = None
         self._task: Any = None
+        self._jobs = ""  # a cluster's jobs: queued, running, done (jobs())
 
     def eta_s(self) -> float | None:
         """Seconds left: mean duration of cases that ran x runnable cases left."""
@@ -72,7 +73,20 @@ class Progress:
     def _counts(self) -> str:
         eta = self.eta_s()
         return (f"[{self.done}/{self.total}] {_clock(time.monotonic() - self.started)} elapsed"
-                f", ETA {'?' if eta is None else _clock(eta)}")
+                f", ETA {'?' if eta is None else _clock(eta)}{self._jobs}")
+
+    def jobs(self, queued: int, running: int, done: int) -> None:
+        """The executor's jobs now (a cluster's): on the live line and every case's line;
+        off a terminal, a line of its own whenever the counts change."""
+        text = f", jobs {queued} queued / {running} running / {done} done"
+        if text == self._jobs:
+            return
+        self._jobs = text
+        if self.enabled:
+            self.show("", text[2:])
+        else:
+            self.stream.write(self._counts() + "\n")
+            self.stream.flush()
 
     def show(self, label: str, detail: str = "") -> None:
         if self._case_started is None:
@@ -85,8 +99,13 @@ class Progress:
                           case=f"{label}  {detail}".strip())
         self._live.refresh()
 
-    def case_done(self, label: str, result: Result) -> None:
-        if self._case_started is not None and result.status != "skipped":
+    def case_done(self, label: str, result: Result, seconds: float | None = None) -> None:
+        """``seconds``: the case's own wall time, for cases that ran at once (a cluster's
+        jobs); else the time since its first :meth:`show`."""
+        if seconds is not None:
+            self._ran.append(seconds)
+            self._runnable_left -= 1
+        elif self._case_started is not None and result.status != "skipped":
             self._ran.append(time.monotonic() - self._case_started)
             self._runnable_left -= 1
         self._case_started = None

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from parabench.analysis.figures import group_key, median_times, seconds_per_sample
@@ -34,11 +34,10 @@ from parabench.analysis.parity import assess
 from parabench.analysis.ratios import is_baseline, ratios
 from parabench.case.audit import audited
 from parabench.case.execute import skipped
-from parabench.case.isolate import prepare, run_isolated
 from parabench.case.result import Result, append_result, read_results
-from parabench.core.prestart import prestarted
 from parabench.core.tempdirs import runner_tempdir
 from parabench.registry import workloads
+from parabench.sweep.executor import Executor, LocalExecutor
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
 from parabench.workloads.version import versions_differ, workload_version
@@ -116,7 +115,17 @@ def run_grid(
     resume: bool = False,
     progress: Progress | None = None,
     on_result: Callable[[Result], None] | None = None,
+    executor: Executor | None = None,
 ) -> list[Result]:
+    """Run ``grid``'s cases through ``executor`` (default: :class:`LocalExecutor`), grade and
+    append each result to ``out`` and return them all in the planned order.
+
+    An executor that yields results as they finish (``ordered`` False: SLURM) has each one held
+    until every baseline case planned before it is recorded (:class:`_Release`), so parity and
+    ratios are judged as in a local run. Closing early (Ctrl-C, SIGTERM, a failed write) closes
+    the executor, which stops what it runs; what was recorded stays.
+    """
+    executor = executor or LocalExecutor()
     cases = plan(grid)
     previous = list(read_results(out))
     stream = progress.stream if progress is not None else sys.stderr
@@ -125,35 +134,86 @@ def run_grid(
     baselines = recorded_baselines(previous)
     earlier = list(baselines)  # ratios prefer this sweep's baseline runs (``swept``)
     swept: list[Result] = []
-    runnable = sum(1 for c in cases
-                   if c.skip_reason is None and c.config.key() not in recorded)
-    progress = progress or Progress(total=len(cases), runnable=runnable)
-    results: list[Result] = []
-    # removed on every exit (stale ones of dead runners too); cases forked from interpreters
-    # that imported torch once (core.prestart), ended with the sweep
-    with runner_tempdir() as tmp, prestarted():
-        prepare([c.config for c in cases
-                 if c.skip_reason is None and c.config.key() not in recorded])
-        for case in cases:
-            label = case.config.label()
-            if (previous := recorded.get(case.config.key())) is not None:
-                result = previous
-            elif case.skip_reason is not None:
-                result = skipped(case.config, case.skip_reason)
-                append_result(out, result)
-            else:
-                progress.show(label)
-                result = run_isolated(
-                    case.config, workdir=tmp, on_tick=lambda d, lb=label: progress.show(lb, d)
-                )
-                result = record(result, out, baselines=baselines, swept=swept, earlier=earlier)
-                if is_baseline(result.method):
-                    baselines.insert(0, result)  # the newest baseline wins
-            results.append(result)
-            swept.append(result)
-            progress.case_done(label, result)
-            if on_result is not None:  # e.g. TensorBoard event files, written as cases end
-                on_result(result)
-    progress.finish()
-    return results
+    to_run = [c for c in cases if c.skip_reason is None and c.config.key() not in recorded]
+    progress = progress or Progress(total=len(cases), runnable=len(to_run))
+    results: dict[int, Result] = {}
+    release = _Release(cases, to_run, ordered=executor.ordered)
+    where = {id(c): i for i, c in enumerate(cases)}
 
+    def finish(index: int, result: Result, ran: bool) -> None:
+        case = cases[index]
+        if ran:
+            result = record(result, out, baselines=baselines, swept=swept, earlier=earlier)
+            if is_baseline(result.method):
+                baselines.insert(0, result)  # the newest baseline wins
+        elif previous_result(case) is None:  # unrunnable: recorded skipped
+            append_result(out, result)
+        results[index] = result
+        swept.append(result)
+        # cases run at once (a cluster's jobs) are timed by their own wall time
+        progress.case_done(case.config.label(), result,
+                           seconds=result.wall_s if ran and not executor.ordered else None)
+        if on_result is not None:  # e.g. TensorBoard event files, written as cases end
+            on_result(result)
+
+    def previous_result(case: Case) -> Result | None:
+        return recorded.get(case.config.key())
+
+    for index, case in enumerate(cases):  # resumed and unrunnable cases take no time
+        if (done := previous_result(case)) is not None:
+            release.arrive(index, done, ran=False)
+        elif case.skip_reason is not None:
+            release.arrive(index, skipped(case.config, case.skip_reason), ran=False)
+    for item in release.ready():
+        finish(*item)
+    # removed on every exit (stale ones of dead runners too)
+    with runner_tempdir() as tmp:
+        finished = executor.gather(to_run, workdir=tmp, progress=progress)
+        try:
+            for case, result in finished:
+                release.arrive(where[id(case)], result, ran=True)
+                for item in release.ready():
+                    finish(*item)
+        finally:  # also on Ctrl-C: the executor stops what it still runs
+            finished.close()
+    progress.finish()
+    return [results[i] for i in sorted(results)]
+
+
+class _Release:
+    """When a finished case may be graded and written: in the planned order (``ordered``), or
+    as soon as every runnable baseline case planned before it has been (results that come as
+    jobs finish), so that a case is judged against the same baselines as in a local run."""
+
+    def __init__(self, cases: list[Case], to_run: list[Case], *, ordered: bool) -> None:
+        self._cases = cases
+        self._ordered = ordered
+        runnable = {id(c) for c in to_run}
+        #: indices of the baseline cases this sweep runs, not yet released
+        self._baselines = {i for i, c in enumerate(cases)
+                           if id(c) in runnable and is_baseline(c.config.method)}
+        self._arrived: dict[int, tuple[Result, bool]] = {}
+        self._next = 0  # ordered: the next index to release
+
+    def arrive(self, index: int, result: Result, *, ran: bool) -> None:
+        self._arrived[index] = (result, ran)
+
+    def ready(self) -> Iterator[tuple[int, Result, bool]]:
+        """(index, result, ran) of every arrived case that may now be released."""
+        while True:
+            index = self._next_ready()
+            if index is None:
+                return
+            result, ran = self._arrived.pop(index)
+            self._baselines.discard(index)
+            yield index, result, ran
+
+    def _next_ready(self) -> int | None:
+        if self._ordered:
+            if self._next in self._arrived:
+                self._next += 1
+                return self._next - 1
+            return None
+        first_pending = min(self._baselines, default=len(self._cases))
+        waiting = [i for i in self._arrived if i <= first_pending]
+        return min(waiting, default=None)
