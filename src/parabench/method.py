@@ -99,6 +99,9 @@ class Session(ABC):
     #: what one speed window is: ``"steps"`` (``train_window`` trains that many global
     #: steps), ``"epoch"`` or ``"fit"`` (one more epoch: an estimator's epoch is one fit)
     window_unit: ClassVar[str] = "epoch"
+    #: whether its ranks may be the processes ``torchrun`` started, on one node or several
+    #: (:mod:`parabench.cli.torchrun`; a multi-node SLURM job, :mod:`parabench.sweep.slurm`)
+    spans_nodes: ClassVar[bool] = False
 
     def __init__(self, workload: Workload, config: RunConfig) -> None:
         self.workload = workload

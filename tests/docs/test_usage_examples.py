@@ -115,7 +115,7 @@ SLOW = {
     "parabench.engines", "parabench.tf.program", "parabench.torch.pipeline",
     "parabench.torch.pipeline_tp",
     "parabench.torch.session", "parabench.torch.build", "parabench.forest.hybrid_worker",
-    "parabench.case.parts",
+    "parabench.case.parts", "parabench.sweep.executor", "parabench.sweep.slurm_job",
 }
 
 _FOREST = """

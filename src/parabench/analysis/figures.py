@@ -64,6 +64,17 @@ def recorded_busy(r: Result) -> bool:
     return bool(r.machine and r.machine.busy)
 
 
+def machine_type(r: Result) -> str | None:
+    """What kind of machine ``r`` ran on, as its ``env`` says: CPU model, cores and GPUs
+    (None: not recorded). Rows of different types are not compared: a cluster's sweep may
+    place serial on one kind of node and a method on another."""
+    env = r.env or {}
+    if not env.get("cpu"):
+        return None
+    text = f"{env['cpu']} x{env.get('cores') or '?'}"
+    return text + (f", {' + '.join(map(str, gpus))}" if (gpus := env.get("gpus")) else "")
+
+
 #: how a memory figure that is an RSS sum (no PSS: unreadable, or an older result) is marked
 RSS_MARK = " rss"
 

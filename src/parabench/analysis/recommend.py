@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from parabench.analysis.figures import (
     BUSY_WARNING,
     group_key,
+    machine_type,
     median_times,
     options_label,
     peak_memory,
@@ -182,6 +183,9 @@ class Recommendation:
     target_mode: bool = False
     within_noise: Candidate | None = None
     unreached_faster: tuple[Candidate, ...] = ()
+    #: the machine type (:func:`~parabench.analysis.figures.machine_type`) when the results
+    #: ran on several: each type is answered on its own, never one against another
+    machine: str | None = None
 
 
 def baseline_for(cand: Candidate, pool: Sequence[Candidate]) -> Candidate | None:
@@ -203,9 +207,20 @@ def _scopes(results: Iterable[Result], baselines: Iterable[Result]
 
 
 def recommend(results: Iterable[Result], baselines: Iterable[Result] = ()) -> list[Recommendation]:
-    """One recommendation per (workload, device, profile) with an ok case, in sorted order."""
-    return [_recommend_scope(scope, cands)
-            for scope, cands in sorted(_scopes(results, baselines).items())]
+    """One recommendation per (workload, device, profile) with an ok case, in sorted order;
+    where the results ran on several machine types (a cluster's nodes), one per type too."""
+    results, baselines = list(results), list(baselines)
+    types = sorted({t for r in results if (t := machine_type(r))})
+    if len(types) <= 1:
+        return [_recommend_scope(scope, cands)
+                for scope, cands in sorted(_scopes(results, baselines).items())]
+    def kind(r: Result) -> str:
+        return machine_type(r) or "machine not recorded"
+
+    return [replace(_recommend_scope(scope, cands), machine=k)
+            for k in sorted({kind(r) for r in results})
+            for scope, cands in sorted(_scopes([r for r in results if kind(r) == k],
+                                               [b for b in baselines if kind(b) == k]).items())]
 
 
 def times_to_target(results: Iterable[Result], baselines: Iterable[Result] = ()
@@ -285,6 +300,8 @@ def _mem(c: Candidate) -> str:
 def describe(rec: Recommendation) -> list[str]:
     """The recommendation as short lines of text (the first answers the question)."""
     scope = f"{rec.workload} on {rec.device} ({rec.profile})"
+    if rec.machine is not None:
+        scope += f" [{rec.machine}]"
     if rec.best is None:
         why = ("every faster case failed parity" if rec.failed_faster
                else "no configuration whose parity holds reached the target in its budget"

@@ -122,10 +122,80 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="write report.html / report.md / plots for this sweep into DIR")
     p.add_argument("--tensorboard", metavar="DIR",
                    help="write TensorBoard event files, one run per case, under DIR")
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="where the cases run: local (default: one after another on this "
+                        "machine) or slurm (each case a job through submitit; see --slurm-*)")
+    _add_slurm_flags(p)
     p.add_argument("--wide", action="store_true",
                    help="every column of the summary table (default: a compact table within "
                         "120 columns; on a terminal with rich, the full one where it fits)")
     _add_option_flags(p)
+
+
+def _add_slurm_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("--executor slurm: what each job asks for (default: from the "
+                                 "case: workers x threads CPUs on one node, a GPU per worker "
+                                 "on cuda, its timeout + 5 min)")
+    group.add_argument("--slurm-partition", metavar="NAME")
+    group.add_argument("--slurm-account", metavar="NAME")
+    group.add_argument("--slurm-time", type=positive_int, metavar="MIN",
+                       help="time limit of each job in minutes")
+    group.add_argument("--slurm-cpus-per-task", type=positive_int, metavar="N")
+    group.add_argument("--slurm-gpus-per-node", type=non_negative_int, metavar="N")
+    group.add_argument("--slurm-nodes", type=positive_int, metavar="N",
+                       help="nodes a case spans whose ranks can be torchrun's (ddp, fsdp, "
+                            "pipeline, ..; workers split evenly): one torchrun agent per node "
+                            "(default: 1; other cases run on one node)")
+    group.add_argument("--slurm-sbatch", action="append", default=[], metavar="--NAME=VALUE",
+                       help="a further #SBATCH option for every job (repeatable), e.g. "
+                            "--slurm-sbatch=--constraint=a100")
+    group.add_argument("--slurm-folder", metavar="DIR",
+                       help="submitit's files and the ledger of jobs, on a file system the "
+                            "nodes see (default: OUT.slurm beside --out)")
+
+
+def executor_from(args: argparse.Namespace, cases: list[Any]) -> Any:
+    """The executor ``--executor`` names, checked for the planned ``cases`` (exit 2 when SLURM
+    cannot be used or would refuse their jobs)."""
+    from parabench.sweep.executor import LocalExecutor
+
+    slurm_flags = [f"--{k.replace('_', '-')}" for k, v in vars(args).items()
+                   if k.startswith("slurm_") and v not in (None, [])]
+    if args.executor == "local":
+        if slurm_flags:
+            raise UsageError(f"{', '.join(slurm_flags)} only apply with --executor slurm")
+        return LocalExecutor()
+    import shutil
+    from pathlib import Path
+
+    from parabench.sweep.slurm import SlurmExecutor, SlurmOptions, sbatch_parameters
+    from parabench.sweep.slurm_queue import queued_states
+
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        raise UsageError("--executor slurm needs submitit: pip install 'parabench[slurm]'"
+                         ) from None
+    if (missing := [c for c in ("sbatch", "squeue", "scancel") if not shutil.which(c)]):
+        raise UsageError(f"--executor slurm: {', '.join(missing)} not found on PATH; run "
+                         "parabench where SLURM's commands work (a login node), or start "
+                         "the local one-node cluster: scripts/slurm_local.sh start")
+    try:
+        sbatch_parameters(args.slurm_sbatch)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    options = SlurmOptions(
+        partition=args.slurm_partition, account=args.slurm_account, time_min=args.slurm_time,
+        cpus_per_task=args.slurm_cpus_per_task, gpus_per_node=args.slurm_gpus_per_node,
+        nodes=args.slurm_nodes or 1, sbatch=tuple(args.slurm_sbatch),
+        folder=Path(args.slurm_folder) if args.slurm_folder else None)
+    executor = SlurmExecutor(options, out=args.out, resume=args.resume)
+    try:
+        queued_states()
+        executor.check([c.config for c in cases if c.skip_reason is None])
+    except (ConnectionError, ValueError) as exc:
+        raise UsageError(f"--executor slurm: {exc}") from None
+    return executor
 
 
 def _add_option_flags(p: argparse.ArgumentParser) -> None:
@@ -180,12 +250,23 @@ def grid_from(args: argparse.Namespace) -> Grid:
         timeout_s=args.timeout,
         threads_per_worker=args.threads, oversubscribe=args.oversubscribe,
         options=option_axes(args), steps=args.steps, windows=args.windows,
+        cores=_cluster_cores(args),
     )
     preflight.check_options(grid)
     preflight.check_batch_sizes(grid)
     preflight.check_target(grid)
     preflight.check_data_dirs(grid)
     return grid
+
+
+def _cluster_cores(args: argparse.Namespace) -> int | None:
+    """With ``--executor slurm``: the cores of the partition's smallest node, which the cases
+    are planned for (None: this machine's)."""
+    if getattr(args, "executor", "local") != "slurm":
+        return None
+    from parabench.sweep.slurm_queue import node_cores
+
+    return node_cores(args.slurm_partition)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -204,10 +285,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(grid, args)
     check_external_engines(grid.options)  # nothing answers: exit 2 in seconds, not minutes
-    preflight.check_runnable(plan(grid))  # all before the first case starts
+    cases = plan(grid)
+    preflight.check_runnable(cases)  # all before the first case starts
+    executor = executor_from(args, cases)
     baselines = earlier_baselines(args.out)
     tensorboard = tensorboard_log(args.tensorboard, args.out)
-    results = run_grid(grid, out=args.out, resume=args.resume, on_result=tensorboard)
+    results = run_grid(grid, out=args.out, resume=args.resume, on_result=tensorboard,
+                       executor=executor)
     print(format_table(summarize(results, baselines), wide=args.wide, width=terminal_width()))
     print(f"\n{len(results)} case(s); results in {args.out}")
     if args.tensorboard:

@@ -16,6 +16,10 @@ launcher differs: :class:`~parabench.torch.launch.TorchrunLauncher` gives the se
 process is the rank; ``call`` runs the program method here and all-gathers the replies).
 Rank 0 appends ONE result to ``--out``.
 
+A sweep's multi-node SLURM job (:mod:`parabench.sweep.slurm_job`) names its case in
+``$PARABENCH_CASE`` (a RunConfig's JSON; ``workers`` must be ``WORLD_SIZE``) and gives only
+``--threads`` and ``--out``.
+
 Arguments: ``parabench run``'s own (one parser, :func:`parabench.cli.build_parser`; one case,
 so one value per axis; ``--workers`` is torchrun's ``WORLD_SIZE``; the device defaults to
 cpu; ``--timeout`` is also the collective timeout). Rank 0 finishes the result as the runner
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -78,8 +83,16 @@ def config_from(args: argparse.Namespace, threads: int) -> RunConfig:
     ``workers`` = ``WORLD_SIZE`` and ``threads`` per rank. Each axis takes one value; the
     device defaults to cpu. Raises :class:`~parabench.cli.common.UsageError` otherwise."""
     from parabench.cli.run import grid_from, option_axes
+    from parabench.sweep.slurm_job import CASE_ENV
 
     world = int(os.environ["WORLD_SIZE"])
+    if case := os.environ.get(CASE_ENV):  # a sweep's job (parabench.sweep.slurm_job)
+        from parabench.config import RunConfig
+
+        config = RunConfig.from_dict(json.loads(case))
+        if config.workers != world:
+            raise UsageError(f"${CASE_ENV} names {config.workers} workers; WORLD_SIZE is {world}")
+        return config.replace(threads_per_worker=threads)
     given = [flag for name, flag in _SWEEP_ONLY.items() if getattr(args, name)]
     if given or args.repeats != 1:
         raise UsageError(f"torchrun runs one case: {', '.join(given) or '--repeats'} is for "

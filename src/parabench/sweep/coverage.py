@@ -98,7 +98,7 @@ def data_parallel_methods() -> list[str]:
 def coverage(grid: Grid) -> list[Case]:
     """The coverage grid (see the module docstring): every method once, every workload under
     its baseline and a data-parallel method, and the baselines their ratios need."""
-    cores = available_cores()
+    cores = grid.cores or available_cores()
     out: list[Case] = []
     for batch, options, repeat in itertools.product(
             grid.batch_sizes, option_sets(grid.options), range(grid.repeats)):

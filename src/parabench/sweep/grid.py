@@ -55,6 +55,10 @@ class Grid:
     timeout_s: float = 600.0
     threads_per_worker: int | None = None
     oversubscribe: bool = False
+    #: the cores of the machine each case runs on (None: this one's): a cluster's nodes, when
+    #: the sweep is planned on a login node (``--executor slurm``); the fair thread share and
+    #: the oversubscription check use them
+    cores: int | None = None
     #: option name -> values to sweep (each a grid axis); each declared by a method or workload
     #: (parabench.config.OptionSpec, listed by parabench.registry.option_specs)
     options: Mapping[str, Sequence[Any]] = field(default_factory=dict)
@@ -71,9 +75,12 @@ class Grid:
         options = options if options is not None else {}
         stop = resolve(self.stop, workloads.get(workload), self.profile,
                        own_data=bool(options.get("data_dir")))
+        threads = self.threads_per_worker
+        if threads is None and self.cores is not None:  # the fair share of those cores
+            threads = max(1, self.cores // workers)
         return RunConfig(
             workload=workload, method=method, device=device, workers=workers,
-            threads_per_worker=self.threads_per_worker, batch_size=batch_size,
+            threads_per_worker=threads, batch_size=batch_size,
             profile=self.profile, seed=self.seed, repeat=repeat, timeout_s=self.timeout_s,
             options=options, steps=self.steps, windows=self.windows,
         ).with_stop(stop)

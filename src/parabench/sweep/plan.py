@@ -71,7 +71,7 @@ def plan(grid: Grid) -> list[Case]:
     for name in wl_names:
         workloads.get(name)
     m_names.sort(key=lambda name: not is_baseline(name))
-    cores = available_cores()
+    cores = grid.cores or available_cores()
     cases: list[Case] = []
     axes = itertools.product(wl_names, m_names, grid.devices or default_devices(),
                              grid.batch_sizes, option_sets(grid.options))

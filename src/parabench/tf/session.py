@@ -58,6 +58,7 @@ class TFSession(DistributedTorchSession):
     window_unit: ClassVar[str] = "epoch"
     #: strategy of the program; "multiworker" gives each worker process a TF_CONFIG
     strategy: ClassVar[str] = "default"
+    spans_nodes: ClassVar[bool] = False  # TF's own cluster (TF_CONFIG), not torchrun's ranks
 
     def __init__(self, workload: Workload, config: RunConfig) -> None:
         super().__init__(workload, config)

@@ -117,6 +117,7 @@ class DistributedTorchSession(Session):
     #: the rank program class (its "module:Class" string is still accepted)
     program: ClassVar[str | type]
     window_unit: ClassVar[str] = "steps"
+    spans_nodes: ClassVar[bool] = True  # its group comes from the launcher (make_pool)
 
     def __init__(self, workload: Workload, config: RunConfig) -> None:
         super().__init__(workload, config)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parabench.analysis.figures import machine_type
 from parabench.analysis.ratios import is_baseline, throughput_speedup
 from parabench.analysis.recommend import (
     Candidate,
@@ -129,6 +130,14 @@ def _env(results: Sequence[Result]) -> tuple[dict[str, Any], list[str]]:
     hosts = sorted({e.get("host", "?") for e in envs})
     if len(hosts) > 1:
         env["note"] = f"results come from {len(hosts)} machines: {', '.join(hosts)}"
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for r in results:
+        if (kind := machine_type(r)) is not None:
+            kinds[kind].add((r.env or {}).get("host") or "?")
+    if len(kinds) > 1:  # a cluster's sweep over several kinds of node
+        env["note"] = (f"results come from {len(kinds)} machine types, answered apart: "
+                       + "; ".join(f"{k} ({', '.join(sorted(h))})"
+                                   for k, h in sorted(kinds.items())))
     commits = sorted({r.git_commit for r in results if r.git_commit})
     return env, commits
 
