@@ -11,6 +11,7 @@ Usage (from tests; ``tests/`` is on the path like ``datafiles``)::
     run = watch_run(args, out=path, strike=kill_engine_process(lambda cmd: "java" in cmd[0]))
     run.struck                             # "pid 1234: java ..." once the target was killed
     assert not run.leftovers()             # nothing of the case's process group survives
+    wait_for("the case to start", lambda: pidfile.read_text())   # its value, once truthy
 
 The runner starts each case in its own session (process group = the case's pid), so "nothing
 left" is checked by process group and by every pid seen during the run (with its create
@@ -70,6 +71,17 @@ class Watched:
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.2)
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 240) -> object:
+    """``check()``'s first truthy value, polled every 0.1 s; AssertionError naming ``what``
+    after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def is_loopback(ip: str) -> bool:

@@ -17,13 +17,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 
-from casewatch import case_command
+from casewatch import case_command, wait_for
 from parabench.case.result import Result, read_results
 
 pytestmark = pytest.mark.cpu
@@ -65,18 +64,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL)
 
 
-def _wait_for(what: str, check: Callable[[], object], timeout: float = 240) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _hang_started(pidfile: Path) -> int:
     """Wait until fault_hang is inside fit; return its case's process group."""
-    text = _wait_for("the hanging case to start", lambda: pidfile.read_text().strip())
+    text = wait_for("the hanging case to start", lambda: pidfile.read_text().strip())
     return os.getpgid(int(str(text).split()[0]))
 
 
@@ -194,7 +184,7 @@ def test_a_ddp_rank_sigkilled_mid_case_fails_the_case_naming_rank_and_signal(
         return sorted((p for p in worker.children() if "spawn_main" in " ".join(p.cmdline())),
                       key=lambda p: p.create_time())
 
-    ranks = _wait_for("two ddp ranks past epoch 1", ranks_training)
+    ranks = wait_for("two ddp ranks past epoch 1", ranks_training)
     assert isinstance(ranks, list) and len(ranks) == 2
     pgid = os.getpgid(ranks[1].pid)
     ranks[1].send_signal(signal.SIGKILL)

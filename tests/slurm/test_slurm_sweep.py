@@ -15,13 +15,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+from casewatch import wait_for
 from parabench.analysis.recommend import recommend
 from parabench.case.result import Result, read_results
 from parabench.sweep.slurm_queue import queued_states
@@ -58,15 +58,6 @@ def _start(*args: str) -> subprocess.Popen[str]:
                               stdin=subprocess.DEVNULL, text=True)
     _drivers.append(driver)
     return driver
-
-
-def _wait_for(what: str, check: Callable[[], object], timeout: float = 300) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _ledger(out: Path) -> list[str]:
@@ -143,7 +134,7 @@ def test_a_job_cancelled_with_scancel_is_recorded_failed_with_the_schedulers_rea
     out = tmp_path / "r.jsonl"
     driver = _start("--workload", "fault_hang", "--method", "serial", "--epochs", "1",
                     "--executor", "slurm", "--out", str(out))
-    _wait_for("the case to be inside fit", lambda: _pids(fault_plugin))
+    wait_for("the case to be inside fit", lambda: _pids(fault_plugin))
     [job_id] = _ledger(out)
     subprocess.run(["scancel", job_id], check=True)
     _, err = driver.communicate(timeout=180)
@@ -151,7 +142,7 @@ def test_a_job_cancelled_with_scancel_is_recorded_failed_with_the_schedulers_rea
     [r] = read_results(out)
     assert r.status == "failed" and r.extra["slurm"]["job_id"] == job_id
     assert r.reason.startswith(f"SLURM job {job_id} ended CANCELLED"), r.reason
-    assert _wait_for("the case's helper to be gone", lambda: _gone(_pids(fault_plugin)), 60)
+    assert wait_for("the case's helper to be gone", lambda: _gone(_pids(fault_plugin)), 60)
 
 
 def test_a_job_past_its_time_limit_is_recorded_timeout_and_leaves_nothing(
@@ -166,7 +157,7 @@ def test_a_job_past_its_time_limit_is_recorded_timeout_and_leaves_nothing(
     assert r.reason == (f"SLURM job {r.extra['slurm']['job_id']} raised: "
                         "submitit.core.utils.UncompletedJobError: Job not requeued because: "
                         "timed-out and not checkpointable."), r.reason
-    assert _wait_for("the case's helper to be gone", lambda: _gone(_pids(fault_plugin)), 60)
+    assert wait_for("the case's helper to be gone", lambda: _gone(_pids(fault_plugin)), 60)
 
 
 def test_a_driver_stopped_by_sigterm_cancels_its_jobs_and_keeps_what_it_gathered(
@@ -177,8 +168,8 @@ def test_a_driver_stopped_by_sigterm_cancels_its_jobs_and_keeps_what_it_gathered
     driver = _start("--workload", "mlp,fault_hang", "--method", "serial", "--epochs", "1",
                     "--repeats", "2", "--slurm-cpus-per-task", "2", "--executor", "slurm",
                     "--out", str(out))
-    _wait_for("a hanging case to be inside fit", lambda: _pids(fault_plugin))
-    _wait_for("both mlp results", lambda: len(list(read_results(out))) == 2)
+    wait_for("a hanging case to be inside fit", lambda: _pids(fault_plugin))
+    wait_for("both mlp results", lambda: len(list(read_results(out))) == 2)
     jobs = _ledger(out)
     assert len(jobs) == 4
     assert sum(queued_states().get(j) == "PENDING" for j in jobs) == 1, queued_states()
@@ -189,7 +180,7 @@ def test_a_driver_stopped_by_sigterm_cancels_its_jobs_and_keeps_what_it_gathered
     left = {j: s for j, s in queued_states().items() if j in jobs}
     assert left == {}, left
     assert [r.workload for r in read_results(out)] == ["mlp", "mlp"]
-    assert _wait_for("the case's helpers to be gone", lambda: _gone(_pids(fault_plugin)), 60)
+    assert wait_for("the case's helpers to be gone", lambda: _gone(_pids(fault_plugin)), 60)
     leftover = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
                 if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert leftover == [], leftover
@@ -201,7 +192,7 @@ def test_a_driver_killed_outright_leaves_jobs_that_resume_gathers(
     sweep = ["--workload", "mlp", "--method", "serial", "--epochs", "1", "--repeats", "3",
              "--executor", "slurm", "--out", str(out)]
     driver = _start(*sweep)
-    _wait_for("three jobs submitted", lambda: len(_ledger(out)) == 3)
+    wait_for("three jobs submitted", lambda: len(_ledger(out)) == 3)
     os.kill(driver.pid, signal.SIGKILL)
     driver.communicate(timeout=30)
     submitted = _ledger(out)

@@ -115,7 +115,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="per-case timeout in seconds (default: 600)")
     p.add_argument("--out", default="results.jsonl",
                    help="JSON Lines file results append to (default: results.jsonl)")
-    p.add_argument("--resume", action="store_true", help="skip cases already recorded as ok")
+    p.add_argument("--resume", action="store_true",
+                   help="skip cases already recorded as ok (--executor slurm: also gather the "
+                        "jobs an earlier run submitted instead of submitting them again)")
     p.add_argument("--dry-run", action="store_true",
                    help="list the planned cases and an estimated time; run nothing")
     p.add_argument("--report", metavar="DIR",
