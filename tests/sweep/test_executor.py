@@ -111,6 +111,19 @@ def test_a_case_spans_nodes_only_where_its_ranks_can_be_torchruns(
     assert (params["nodes"], params["ntasks_per_node"], params["cpus_per_task"]) == (1, 2, 6)
 
 
+def test_the_dry_run_counts_alike_job_requests() -> None:
+    from parabench.sweep.slurm import describe_jobs
+
+    ddp = RunConfig(workload="mlp", method="ddp", workers=2, threads_per_worker=1)
+    lines = describe_jobs([ddp, ddp.replace(seed=1), ddp.replace(workers=1)],
+                          SlurmOptions(sbatch=("--exclusive",)))
+    assert lines == ["through SLURM: 3 job(s), each asking for",
+                     "  2 x --nodes=1 --ntasks-per-node=1 --cpus-per-task=2 --time=15 "
+                     "--exclusive",
+                     "  1 x --nodes=1 --ntasks-per-node=1 --cpus-per-task=1 --time=15 "
+                     "--exclusive"]
+
+
 def test_an_sbatch_line_that_is_not_an_option_is_refused() -> None:
     with pytest.raises(ValueError, match="--name=value"):
         sbatch_parameters(["constraint=h100"])

@@ -156,6 +156,23 @@ def _add_slurm_flags(p: argparse.ArgumentParser) -> None:
                             "nodes see (default: OUT.slurm beside --out)")
 
 
+def slurm_options(args: argparse.Namespace) -> Any:
+    """The ``--slurm-*`` flags as :class:`~parabench.sweep.slurm.SlurmOptions` (checked)."""
+    from pathlib import Path
+
+    from parabench.sweep.slurm import SlurmOptions, sbatch_parameters
+
+    try:
+        sbatch_parameters(args.slurm_sbatch)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return SlurmOptions(
+        partition=args.slurm_partition, account=args.slurm_account, time_min=args.slurm_time,
+        cpus_per_task=args.slurm_cpus_per_task, gpus_per_node=args.slurm_gpus_per_node,
+        nodes=args.slurm_nodes or 1, sbatch=tuple(args.slurm_sbatch),
+        folder=Path(args.slurm_folder) if args.slurm_folder else None)
+
+
 def executor_from(args: argparse.Namespace, cases: list[Any]) -> Any:
     """The executor ``--executor`` names, checked for the planned ``cases`` (exit 2 when SLURM
     cannot be used or would refuse their jobs)."""
@@ -168,9 +185,8 @@ def executor_from(args: argparse.Namespace, cases: list[Any]) -> Any:
             raise UsageError(f"{', '.join(slurm_flags)} only apply with --executor slurm")
         return LocalExecutor()
     import shutil
-    from pathlib import Path
 
-    from parabench.sweep.slurm import SlurmExecutor, SlurmOptions, sbatch_parameters
+    from parabench.sweep.slurm import SlurmExecutor
     from parabench.sweep.slurm_queue import queued_states
 
     try:
@@ -182,15 +198,7 @@ def executor_from(args: argparse.Namespace, cases: list[Any]) -> Any:
         raise UsageError(f"--executor slurm: {', '.join(missing)} not found on PATH; run "
                          "parabench where SLURM's commands work (a login node), or start "
                          "the local one-node cluster: scripts/slurm_local.sh start")
-    try:
-        sbatch_parameters(args.slurm_sbatch)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    options = SlurmOptions(
-        partition=args.slurm_partition, account=args.slurm_account, time_min=args.slurm_time,
-        cpus_per_task=args.slurm_cpus_per_task, gpus_per_node=args.slurm_gpus_per_node,
-        nodes=args.slurm_nodes or 1, sbatch=tuple(args.slurm_sbatch),
-        folder=Path(args.slurm_folder) if args.slurm_folder else None)
+    options = slurm_options(args)
     executor = SlurmExecutor(options, out=args.out, resume=args.resume)
     try:
         queued_states()
@@ -315,7 +323,13 @@ def dry_run(grid: Any, args: argparse.Namespace) -> int:
     from parabench.sweep.dryrun import describe_plan
     from parabench.sweep.plan import plan
 
-    print(describe_plan(plan(grid), list(read_results(args.out)), resume=args.resume))
+    cases = plan(grid)
+    print(describe_plan(cases, list(read_results(args.out)), resume=args.resume))
+    if args.executor == "slurm":  # what each job would ask for
+        from parabench.sweep.slurm import describe_jobs
+
+        print("\n".join(describe_jobs([c.config for c in cases if c.skip_reason is None],
+                                       slurm_options(args))))
     return EXIT_OK
 
 

@@ -139,6 +139,23 @@ def job_parameters(config: RunConfig, options: SlurmOptions) -> dict[str, Any]:
     return params
 
 
+def describe_jobs(configs: Sequence[RunConfig], options: SlurmOptions) -> list[str]:
+    """What the jobs of ``configs`` would ask SLURM for, alike ones counted together:
+    ``through SLURM: 6 jobs`` then ``  5 x --nodes=1 --ntasks-per-node=1 --cpus-per-task=2
+    --time=15``."""
+    asks: dict[str, int] = {}
+    for config in configs:
+        params = job_parameters(config.replace(threads_per_worker=config.threads), options)
+        extra = params.pop("additional_parameters", {})
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in params.items()
+                 if k not in ("job_name", "signal_delay_s")]
+        flags += [f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}")
+                  for k, v in extra.items()]
+        asks[" ".join(flags)] = asks.get(" ".join(flags), 0) + 1
+    lines = [f"through SLURM: {len(configs)} job(s), each asking for"]
+    return lines + [f"  {n} x {ask}" for ask, n in sorted(asks.items(), key=lambda a: -a[1])]
+
+
 def ended_result(config: RunConfig, job_id: str, end: JobEnd | None, log: str) -> Result:
     """The result of a case whose job ended without one."""
     state = end.state if end is not None else "UNKNOWN"
