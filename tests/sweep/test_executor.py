@@ -226,3 +226,24 @@ def test_the_slurm_executor_where_slurm_is_not_says_what_to_do(tmp_path: Path) -
     assert err == ("parabench: error: --executor slurm: sbatch, squeue, scancel not found on "
                    "PATH; run parabench where SLURM's commands work (a login node), or start "
                    "the local one-node cluster: scripts/slurm_local.sh start"), err
+
+
+def test_with_jobs_running_at_once_the_eta_counts_them_side_by_side() -> None:
+    """Two 10 s jobs ended just now: the mean job time would say 20 s for two more; the
+    elapsed time per finished case says well under a second."""
+    import io
+
+    from parabench.sweep.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(total=4, runnable=4, stream=stream, enabled=False)
+    progress.jobs(queued=2, running=2, done=0)
+    for _ in range(2):
+        progress.case_done("mlp/serial", case("mlp", "serial", 1), seconds=10.0)
+    eta = progress.eta_s()
+    assert eta is not None and eta < 5.0, eta
+    assert "jobs 2 queued / 2 running / 0 done" in stream.getvalue()
+    alone = Progress(total=4, runnable=4, stream=io.StringIO(), enabled=False)
+    for _ in range(2):
+        alone.case_done("mlp/serial", case("mlp", "serial", 1), seconds=10.0)
+    assert alone.eta_s() == 20.0  # one after another: the mean case time

@@ -13,6 +13,8 @@ above it. Without rich, or when the
 stream is not a terminal (a CI log, a pipe), each finished case prints one plain line with
 the same counts, elapsed and ETA. The ETA is the mean wall time of the cases that actually
 ran, times the runnable cases left: skipped and resumed cases take no time and do not count.
+Where cases run at once (a cluster's jobs), the line also counts the jobs queued, running and
+done, and the ETA uses the elapsed time per finished case instead.
 """
 
 from __future__ import annotations
@@ -65,9 +67,14 @@ class Progress:
         self._jobs = ""  # a cluster's jobs: queued, running, done (jobs())
 
     def eta_s(self) -> float | None:
-        """Seconds left: mean duration of cases that ran x runnable cases left."""
+        """Seconds left: mean duration of cases that ran x runnable cases left; when cases
+        run at once (a cluster's jobs, :meth:`jobs`), the elapsed time per case that ran
+        instead, which counts them running side by side."""
         if not self._ran:
             return None
+        if self._jobs:
+            per_case = (time.monotonic() - self.started) / len(self._ran)
+            return per_case * max(0, self._runnable_left)
         return sum(self._ran) / len(self._ran) * max(0, self._runnable_left)
 
     def _counts(self) -> str:
