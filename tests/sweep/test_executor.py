@@ -204,7 +204,7 @@ def test_rows_from_different_machine_types_are_answered_apart() -> None:
     assert describe(apart[1])[0].startswith("mlp on cpu (tiny) [B x2]: use ddp")
 
 
-def test_the_report_says_which_machine_types_its_rows_come_from(tmp_path: Path) -> None:
+def test_the_report_gives_each_machine_type_its_own_sections(tmp_path: Path) -> None:
     from parabench.sweep.site.build import build
 
     serial, ddp = case("mlp", "serial", 1), case("mlp", "ddp", 2)
@@ -215,6 +215,9 @@ def test_the_report_says_which_machine_types_its_rows_come_from(tmp_path: Path) 
                                "A x2 (n1); B x2 (n1)")
     assert [line.split(":")[0] for line in two.recommendation_lines()][:1] == [
         "mlp on cpu (tiny) [A x2]"]
+    assert [s.title for s in one.scopes] == ["mlp on cpu (tiny)"]
+    assert [(s.title, [c.method for c in s.candidates]) for s in two.scopes] == [
+        ("mlp on cpu (tiny) [A x2]", ["serial"]), ("mlp on cpu (tiny) [B x2]", ["ddp"])]
 
 
 def test_the_slurm_executor_where_slurm_is_not_says_what_to_do(tmp_path: Path) -> None:

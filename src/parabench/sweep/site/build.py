@@ -28,7 +28,7 @@ from parabench.analysis.recommend import (
 )
 from parabench.analysis.stats import amdahl_fit
 from parabench.case.result import Result
-from parabench.identity import CaseId
+from parabench.identity import CaseId, slug
 from parabench.identity import Scope as ScopeKey
 from parabench.sweep.table import Row, format_table, not_applicable, summarize
 
@@ -61,10 +61,13 @@ class Scope:
     figures: dict[str, Path]
     amdahl: list[str]
     parity: list[tuple[str, str, str, str]]
+    #: the machine type, where the results ran on several (each has its own section)
+    machine: str | None = None
 
     @property
     def title(self) -> str:
-        return f"{self.workload} on {self.device} ({self.profile})"
+        where = f" [{self.machine}]" if self.machine else ""
+        return f"{self.workload} on {self.device} ({self.profile}){where}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,22 +152,32 @@ def build(results: Iterable[Result], *, out_dir: Path, baselines: Iterable[Resul
     results = list(results)
     baselines = list(baselines)
     recs = recommend(results, baselines)
-    by_scope: dict[ScopeKey, list[Result]] = defaultdict(list)
+    # several machine types (a cluster's nodes): a section each, never one type's rows
+    # beside another's (as the answer, recommend)
+    split = len({t for r in results if (t := machine_type(r))}) > 1
+
+    def kind(r: Result) -> str | None:
+        return (machine_type(r) or "machine not recorded") if split else None
+
+    by_scope: dict[tuple[ScopeKey, str | None], list[Result]] = defaultdict(list)
     for r in results:
-        by_scope[CaseId.recorded(r).scope].append(r)
-    all_cands = candidates([*results, *baselines])
-    rec_of = {(rec.workload, rec.device, rec.profile): rec for rec in recs}
+        by_scope[(CaseId.recorded(r).scope, kind(r))].append(r)
+    rec_of = {(rec.workload, rec.device, rec.profile, rec.machine): rec for rec in recs}
     scopes = []
-    for key, rs in sorted(by_scope.items()):
-        cands = [c for c in all_cands if c.key.scope == key]
+    for (key, machine), rs in sorted(by_scope.items(), key=lambda item: (item[0][0],
+                                                                         item[0][1] or "")):
+        cands = [c for c in candidates([*rs, *(b for b in baselines if kind(b) == machine)])
+                 if c.key.scope == key]
         if not cands:
             continue
         figs = {}
         if figures:
-            figs = plots.save(plots.scope_figures(cands, rs), out_dir, key.slug())
-        scopes.append(Scope(workload=key[0], device=key[1], profile=key[2],
-                            recommendation=rec_of.get(key), candidates=cands, figures=figs,
-                            amdahl=amdahl_lines(cands), parity=parity_rows(cands)))
+            name = key.slug() + (f"-{slug(machine)}" if machine else "")
+            figs = plots.save(plots.scope_figures(cands, rs), out_dir, name)
+        scopes.append(Scope(workload=key[0], device=key[1], profile=key[2], machine=machine,
+                            recommendation=rec_of.get((*key, machine)), candidates=cands,
+                            figures=figs, amdahl=amdahl_lines(cands),
+                            parity=parity_rows(cands)))
     rows = summarize(results, baselines)
     unsupported = {(r.workload, r.method, r.device) for r in rows if r.unsupported}
     problems = [r for r in results if r.status != "ok"
