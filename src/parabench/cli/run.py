@@ -189,16 +189,16 @@ def executor_from(args: argparse.Namespace, cases: list[Any]) -> Any:
     from parabench.sweep.slurm import SlurmExecutor
     from parabench.sweep.slurm_queue import queued_states
 
+    options = slurm_options(args)  # the flags first: their errors hold anywhere
+    if (missing := [c for c in ("sbatch", "squeue", "scancel") if not shutil.which(c)]):
+        raise UsageError(f"--executor slurm: {', '.join(missing)} not found on PATH; run "
+                         "parabench where SLURM's commands work (a login node), or start "
+                         "the local one-node cluster: scripts/slurm_local.sh start")
     try:
         import submitit  # noqa: F401
     except ImportError:
         raise UsageError("--executor slurm needs submitit: pip install 'parabench[slurm]'"
                          ) from None
-    if (missing := [c for c in ("sbatch", "squeue", "scancel") if not shutil.which(c)]):
-        raise UsageError(f"--executor slurm: {', '.join(missing)} not found on PATH; run "
-                         "parabench where SLURM's commands work (a login node), or start "
-                         "the local one-node cluster: scripts/slurm_local.sh start")
-    options = slurm_options(args)
     executor = SlurmExecutor(options, out=args.out, resume=args.resume)
     try:
         queued_states()
