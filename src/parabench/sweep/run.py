@@ -186,7 +186,7 @@ class _Release:
     jobs finish), so that a case is judged against the same baselines as in a local run."""
 
     def __init__(self, cases: list[Case], to_run: list[Case], *, ordered: bool) -> None:
-        self._cases = cases
+        self._count = len(cases)
         self._ordered = ordered
         runnable = {id(c) for c in to_run}
         #: indices of the baseline cases this sweep runs, not yet released
@@ -214,6 +214,6 @@ class _Release:
                 self._next += 1
                 return self._next - 1
             return None
-        first_pending = min(self._baselines, default=len(self._cases))
+        first_pending = min(self._baselines, default=self._count)
         waiting = [i for i in self._arrived if i <= first_pending]
         return min(waiting, default=None)

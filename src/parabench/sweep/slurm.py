@@ -101,6 +101,12 @@ def sbatch_parameters(lines: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def pinned(config: RunConfig) -> RunConfig:
+    """``config`` with the threads planned here made explicit: a job computes no fair share
+    of its node's cores (they may differ from the planner's), and its result keeps the key."""
+    return config.replace(threads_per_worker=config.threads)
+
+
 def spans(config: RunConfig, options: SlurmOptions) -> int:
     """The nodes the job of ``config`` spans: ``options.nodes`` for a method whose ranks can be
     torchrun's (``Session.spans_nodes``) when its workers split evenly over them, else 1."""
@@ -145,7 +151,7 @@ def describe_jobs(configs: Sequence[RunConfig], options: SlurmOptions) -> list[s
     --time=15``."""
     asks: dict[str, int] = {}
     for config in configs:
-        params = job_parameters(config.replace(threads_per_worker=config.threads), options)
+        params = job_parameters(pinned(config), options)
         extra = params.pop("additional_parameters", {})
         flags = [f"--{k.replace('_', '-')}={v}" for k, v in params.items()
                  if k not in ("job_name", "signal_delay_s")]
@@ -247,8 +253,7 @@ class SlurmExecutor:
         jobs: dict[str, tuple[Case, Any]] = {}
         try:
             for case in cases:
-                # the threads planned here, not the fair share of the node's cores
-                config = case.config.replace(threads_per_worker=case.config.threads)
+                config = pinned(case.config)
                 job_id = ledger.job_for(config, known)
                 if job_id is not None and self._alive(job_id, queue):
                     job = submitit.SlurmJob(folder=self.folder, job_id=job_id)
@@ -279,8 +284,7 @@ class SlurmExecutor:
 
         asked: set[str] = set()
         for config in configs:
-            params = job_parameters(config.replace(threads_per_worker=config.threads),
-                                    self.options)
+            params = job_parameters(pinned(config), self.options)
             script = _make_sbatch_string(command="true", folder=self.folder,
                                          **{k: v for k, v in params.items() if k != "job_name"})
             if script in asked:
