@@ -37,12 +37,17 @@ from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
 from parabench.case.result import QualityValue, Result
 from parabench.case.stopping import TargetTracker, tracker_for
 from parabench.config import ConfigError, RunConfig
+from parabench.core.clock import WALL, Stopwatch, wall_part
 from parabench.core.launcher import POOL, Launcher
 from parabench.core.measure import self_max_rss_mb
 from parabench.core.records import Energy, Evidence, Facts, Machine, TimeToTarget, Trace, Window
 from parabench.method import EpochStats, Session
 from parabench.registry import methods, workloads
 from parabench.workloads.version import workload_version
+
+#: the runner's host clock (:func:`~parabench.core.clock.now`) when it started the case:
+#: the case's ``launch`` part (process start and imports) is measured from it
+SPAWNED_ENV = "PARABENCH_SPAWNED_AT"
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -86,9 +91,12 @@ def _workload_version(name: str) -> str | None:
 
 
 def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
-            launcher: Launcher = POOL) -> Result:
-    """The case's lifecycle (:mod:`parabench.case.lifecycle`) run to a Result."""
+            launcher: Launcher = POOL, launch_s: float | None = None) -> Result:
+    """The case's lifecycle (:mod:`parabench.case.lifecycle`) run to a Result, its wall
+    time split by part (``wall_parts``, :func:`wall_split`; ``launch_s``: the seconds from the
+    runner's start of this process to here, if known)."""
     say = progress or (lambda _msg: None)
+    WALL.reset()
     workload = workloads.get(config.workload)
     method = methods.get(config.method)
     lifecycle = CaseLifecycle(config=config, workload=workload, method=method,
@@ -103,16 +111,20 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
         say("starting")
         if tracker is not None:
             say(f"target {tracker.target:g}: {tracker.source}")
-        lifecycle.start()
+        with wall_part("start"):
+            lifecycle.start()
         m["startup_s"] = lifecycle.startup_s
-        m["cpu_efficiency"] = lifecycle.train(config.epochs, tracker, say)
-        value, m["eval_s"] = lifecycle.final_quality(tracker, say)
+        with wall_part("train"):
+            m["cpu_efficiency"] = lifecycle.train(config.epochs, tracker, say)
+        with wall_part("evaluate"):
+            value, m["eval_s"] = lifecycle.final_quality(tracker, say)
         m["quality"] = QualityValue(
             name=workload.quality.name,
             value=value,
             higher_is_better=workload.quality.higher_is_better,
         )
-        lifecycle.measure_windows(say)  # speed, after the quality: see case.lifecycle
+        with wall_part("windows"):
+            lifecycle.measure_windows(say)  # speed, after the quality: see case.lifecycle
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -124,8 +136,9 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
             m["reason"] += " (try a smaller --batch-size, or more workers/devices)"
         m["traceback"] = traceback.format_exc(limit=8)
     finally:
-        lifecycle.close()
-        meter.close()
+        with wall_part("close"):
+            lifecycle.close()
+            meter.close()
     m.update(_epochs(lifecycle.history))  # every finished epoch, also when a later one failed
     m.update(_windows(lifecycle))
     # the loaders' own counts and the windows' span, for the checks at the file (case.audit)
@@ -133,8 +146,30 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
                              eval_served=list(lifecycle.eval_served),
                              windows_span=lifecycle.windows_span)
     result = _finish(config, lifecycle.session, m, meter, tracker)
-    # torchrun's ranks would all measure one GPU at once: its rows carry no peak
-    return with_peak(result, config) if launcher is POOL else result
+    if launcher is POOL:  # torchrun's ranks would all measure one GPU at once: no peak
+        with wall_part("peak"):
+            result = with_peak(result, config)
+    return dataclasses.replace(result, wall_parts=wall_split(WALL.seconds(), lifecycle,
+                                                             tracker, launch_s))
+
+
+def wall_split(parts: dict[str, float], lifecycle: CaseLifecycle,
+               tracker: TargetTracker | None, launch_s: float | None) -> dict[str, float]:
+    """The case's wall-time parts (``Result.wall_parts``): ``parts`` as :data:`WALL` timed
+    them, with training and the speed windows split by the case's clock into what it timed
+    (``train``: the epochs; ``windows``: every speed window) and the rest: the evaluations
+    between parts (``evaluate``, the tracker's own seconds) and ``bookkeeping`` (energy reads,
+    the parity trace, progress lines between parts and windows)."""
+    out = {"launch": launch_s} if launch_s is not None else {}
+    out.update(parts)
+    evals = sum(tracker.eval_s) if tracker is not None else 0.0
+    epochs = sum(s.seconds for s in lifecycle.history)
+    windows = sum(s.seconds for s in lifecycle.windows)
+    train_wall, windows_wall = out.pop("train", 0.0), out.pop("windows", 0.0)
+    out["train"], out["windows"] = epochs, windows
+    out["evaluate"] = out.get("evaluate", 0.0) + evals
+    out["bookkeeping"] = (train_wall - epochs - evals) + (windows_wall - windows)
+    return {name: round(seconds, 4) for name, seconds in out.items()}
 
 
 def with_peak(result: Result, config: RunConfig) -> Result:
@@ -256,11 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     die_with_runner()
     config_json, result_path = argv or sys.argv[1:]
     config = RunConfig.from_dict(json.loads(config_json))
+    spawned = os.environ.get(SPAWNED_ENV)  # the runner's host clock when it started us
+    launch_s = Stopwatch.since(float(spawned)).seconds() if spawned else None
 
     def say(msg: str) -> None:
         print(msg, flush=True)
 
-    result = execute(config, progress=say)
+    result = execute(config, progress=say, launch_s=launch_s)
     tmp = Path(result_path + ".tmp")
     tmp.write_text(result.to_json())
     tmp.replace(result_path)  # the runner sees the whole result or none
@@ -272,4 +309,9 @@ if __name__ == "__main__":
     # patch parabench.case.execute then patch the code the case really runs
     from parabench.case import execute as _imported
 
-    sys.exit(_imported.main())
+    code = _imported.main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # the result is written and the session closed: skip the interpreter's teardown (0.4-0.8 s
+    # with torch imported), as a pre-started case does (parabench.core.prestart_server)
+    os._exit(code)

@@ -34,7 +34,7 @@ from typing import Any
 
 import psutil
 
-from parabench.case.execute import skipped
+from parabench.case.execute import SPAWNED_ENV, skipped
 from parabench.case.machine import MachineWatch, machine_record, thread_settings, wait_policy
 from parabench.case.result import Result
 from parabench.case.stopping import salvage
@@ -186,6 +186,7 @@ def run_isolated(
     oom_before = oom_kill_counts()
     watch = MachineWatch()
     elapsed = Stopwatch()
+    env[SPAWNED_ENV] = repr(elapsed.t0)  # the case's launch part is timed from here
     proc = prestart.start_process("parabench.case.execute", cmd, env=env, stdout=out_log,
                                   stderr=err_log)
     with TreeSampler(proc.pid, shared_with=proc.server_pid) as sampler:
@@ -225,6 +226,9 @@ def run_isolated(
     if proc.import_s is not None:  # forked from a pre-started interpreter: its imports
         result = dataclasses.replace(result, extra={**result.extra,
                                                     "prestart_import_s": proc.import_s})
+    if result.wall_parts:  # what the case did not time: its result, writing, exit
+        parts = {**result.wall_parts, "exit": round(wall - sum(result.wall_parts.values()), 4)}
+        result = dataclasses.replace(result, wall_parts=parts)
     return stamped(result, memory=sampler.memory_fields(
         float(result.facts.self_max_rss_mb or 0.0)), measured=measured, settings=settings,
         workers=result.workers, wall_s=wall)

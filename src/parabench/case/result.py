@@ -117,6 +117,13 @@ class Result:
     #: ``ran on ~1 core`` (parabench.analysis.summary.one_core)
     window_cores: float | None = None
     wall_s: float | None = None
+    #: ``wall_s`` split by part, seconds (parabench.analysis.wall): ``launch`` (process start
+    #: and parabench's imports), ``start`` (the session's start, its engine's imports included,
+    #: less the ``data`` and ``model`` it built in the case's process), ``train`` (the epochs),
+    #: ``evaluate``, ``windows`` (every speed window), ``bookkeeping`` (between parts and
+    #: windows), ``close``, ``peak`` (the matmul peak), ``exit`` (the runner's remainder: the
+    #: result, writing it, the process's exit)
+    wall_parts: dict[str, float] = field(default_factory=dict)
     #: seconds per epoch of each time component (data, forward, backward, optimizer,
     #: communication, idle: whatever the method measures), aligned with ``epoch_s``
     components: dict[str, list[float]] = field(default_factory=dict)

@@ -280,12 +280,13 @@ def _cluster_cores(args: argparse.Namespace) -> int | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from parabench.analysis.wall import wall_lines
     from parabench.case.result import FAILED_STATUSES
     from parabench.engines.probe import check_external_engines
     from parabench.sweep import preflight
     from parabench.sweep.plan import plan
     from parabench.sweep.run import run_grid
-    from parabench.sweep.table import format_table, summarize, terminal_width
+    from parabench.sweep.table import format_table, summarize, terminal_width, wrap_lines
 
     preflight.check_timeout(args.timeout)  # before --out, as ever (grid_from checks it too)
     preflight.check_out(args.out)
@@ -303,6 +304,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = run_grid(grid, out=args.out, resume=args.resume, on_result=tensorboard,
                        executor=executor)
     print(format_table(summarize(results, baselines), wide=args.wide, width=terminal_width()))
+    if wall := wall_lines(results):  # where the time went
+        print("\n" + "\n".join(wrap_lines(wall)))
     print(f"\n{len(results)} case(s); results in {args.out}")
     if args.tensorboard:
         print(f"TensorBoard event files: tensorboard --logdir {args.tensorboard}")

@@ -18,6 +18,9 @@ Usage::
     spans.seconds()                        # {"forward": 0.12, ...} (a nested span's time
                                            # is not also its enclosing span's)
 
+    with wall_part("data"):                # a part of this process's case wall time
+        ...                                # (WALL: the case's split, parabench.analysis.wall)
+
 The harness (:mod:`parabench.case.lifecycle` in the case's process, the rank driver on each
 rank) makes the clocks and hands them to sessions and rank programs, which say *what* the work
 is and never read a timer themselves. On CUDA the device is synchronised before each clock
@@ -50,6 +53,14 @@ class Stopwatch:
     def __init__(self, timer: Callable[[], float] = now) -> None:
         self.timer = timer
         self.t0 = timer()
+
+    @classmethod
+    def since(cls, t0: float) -> Stopwatch:
+        """A stopwatch started at ``t0``, a reading of :func:`now` (another process's: the
+        host clock is CLOCK_MONOTONIC, one for every process)."""
+        watch = cls()
+        watch.t0 = t0
+        return watch
 
     def seconds(self) -> float:
         return self.timer() - self.t0
@@ -169,3 +180,15 @@ class Spans:
         for (name, *_), seconds in zip(self.events, own, strict=True):
             out[name] = out.get(name, 0.0) + seconds
         return out
+
+
+#: this process's case wall time by part (:mod:`parabench.analysis.wall`): the case's phases
+#: (:func:`parabench.case.execute.execute`) and, nested in its start, the work it does here
+#: (data, model); a rank process's parts stay in that process
+WALL = Spans()
+
+
+def wall_part(name: str) -> Any:
+    """``with wall_part("data"): ...``: a named part of this process's case wall time
+    (exclusive: a part nested in another is taken out of it)."""
+    return WALL(name)

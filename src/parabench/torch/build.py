@@ -36,7 +36,7 @@ import torch
 
 from parabench.cache import cached_json
 from parabench.config import RunConfig
-from parabench.core.clock import Clock
+from parabench.core.clock import Clock, wall_part
 from parabench.torch.autobatch import activation_bytes_per_sample as activation_bytes_per_sample
 from parabench.torch.autobatch import auto_batch
 from parabench.torch.autobatch import auto_batch_size as auto_batch_size
@@ -345,8 +345,19 @@ def build_case(
     if threads is not None:
         torch.set_num_threads(threads)
     notes: dict[str, Any] = {}
-    t = load_tensors(workload, config, device)
+    with wall_part("data"):
+        t = load_tensors(workload, config, device)
     notes.update(t.data.origin or {})  # built, or from the sweep's cache, and its seconds
+    with wall_part("model"):  # the model, its FLOPs, its batch: the case's wall-time split
+        return _built(workload, config, device, t, notes, world=world, count_flops=count_flops,
+                      on_host=on_host, place=place, devices=devices, knobs=knobs)
+
+
+def _built(workload: TorchWorkload, config: RunConfig, device: torch.device, t: TorchData,
+           notes: dict[str, Any], *, world: int | None, count_flops: bool, on_host: bool,
+           place: Callable[[torch.nn.Module, TorchData], torch.nn.Module] | None,
+           devices: list[torch.device] | None, knobs: bool) -> TorchCase:
+    """:func:`build_case` once its tensors are loaded: the model, its FLOPs and batch."""
     torch.manual_seed(config.seed)
     model = workload.build_model(t.data, config.seed)
     if not on_host:

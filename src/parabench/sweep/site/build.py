@@ -27,6 +27,7 @@ from parabench.analysis.recommend import (
     recommend,
 )
 from parabench.analysis.stats import amdahl_fit
+from parabench.analysis.wall import wall_table
 from parabench.case.result import Result
 from parabench.identity import CaseId, slug
 from parabench.identity import Scope as ScopeKey
@@ -80,6 +81,8 @@ class ReportData:
     commits: list[str]
     sources: list[str]
     extra_notes: list[str] = field(default_factory=list)
+    #: where the cases' wall time went (:func:`parabench.analysis.wall.wall_table`)
+    wall: list[tuple[str, str, float, float]] = field(default_factory=list)
 
     def recommendation_lines(self) -> list[str]:
         if not self.recommendations:
@@ -184,4 +187,5 @@ def build(results: Iterable[Result], *, out_dir: Path, baselines: Iterable[Resul
                 and (r.workload, r.method, r.device) not in unsupported]
     env, commits = _env(results)
     return ReportData(recommendations=recs, rows=rows, scopes=scopes, problems=problems,
-                      env=env, commits=commits, sources=list(sources))
+                      env=env, commits=commits, sources=list(sources),
+                      wall=wall_table(results))

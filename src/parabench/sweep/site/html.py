@@ -118,6 +118,17 @@ def _problems(data: ReportData) -> str:
     return "".join(out)
 
 
+def _wall(data: ReportData) -> str:
+    if not data.wall:
+        return ""
+    whole = sum(seconds for _, _, seconds, _ in data.wall)
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{seconds:.1f}</td><td>{share:.0%}</td>"
+                   f"<td>{escape(what)}</td></tr>" for name, what, seconds, share in data.wall)
+    return (f"<h2>Where the time went</h2><p>The cases' wall time, {whole:.1f} s in all:</p>"
+            f"<table><tr><th>part</th><th>seconds</th><th>share</th><th>what it holds</th>"
+            f"</tr>{rows}</table>")
+
+
 def _environment(data: ReportData) -> str:
     rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
                    for k, v in data.env.items())
@@ -146,6 +157,7 @@ def render_html(data: ReportData) -> str:
         f'<p class="note">{escape(_speed_note(data.rows))}</p>',
         *(_scope(s) for s in data.scopes),
         _problems(data),
+        _wall(data),
         _environment(data),
     ]
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"

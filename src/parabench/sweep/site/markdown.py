@@ -35,6 +35,13 @@ def render_markdown(data: ReportData) -> str:
         out.append("")
     if data.not_applicable:
         out += [data.not_applicable, ""]
+    if data.wall:
+        whole = sum(seconds for _, _, seconds, _ in data.wall)
+        out += ["## Where the time went", "", f"The cases' wall time, {whole:.1f} s in all:", "",
+                "| part | seconds | share | what it holds |", "|---|---|---|---|"]
+        out += [f"| {name} | {seconds:.1f} | {share:.0%} | {what} |"
+                for name, what, seconds, share in data.wall]
+        out.append("")
     out += ["## Environment", ""]
     out += [f"- {k}: {v}" for k, v in data.env.items()]
     out += [f"- commit(s): {', '.join(data.commits) or 'not recorded'}",
