@@ -24,7 +24,8 @@ whole steps for the torch sessions that train an epoch in parts
 (:meth:`~parabench.method.Session.epoch_parts`: serial, model_parallel, ddp, fsdp, tp,
 fsdp_tp, pipeline, hybrid, pipeline_tp), one per round for fedavg, one per epoch for the
 others (TensorFlow's methods, the forests), which the result says (``evals_per_epoch``,
-``resolution``). The parts of an
+``resolution``). Epochs before the one at whose end serial's measured seeds first reached the
+target are evaluated at their ends only (:func:`mid_epoch_from`). The parts of an
 epoch train exactly its batches, in its order. It stops at the first evaluation whose quality
 reaches the target (``>=``, or ``<=`` for lower-is-better metrics such as reconstruction
 MSE), mid-epoch if that is where (the last epoch is then partial), or after ``--max-epochs``.
@@ -60,13 +61,19 @@ from parabench.core.records import TimeToTarget
 from parabench.method import EpochStats, Session
 from parabench.stopping import Epochs, StoppingRule, ToTarget
 from parabench.workload import Workload
-from parabench.workloads.quality_targets import missing_reason, quality_target
+from parabench.workloads.quality_targets import (
+    first_reach_epoch,
+    missing_reason,
+    quality_target,
+)
 
 TARGET_FRACTION = 0.97
 DEFAULT_MAX_EPOCHS = 10
 #: the most evaluations per epoch a session that trains an epoch in parts gets: its
 #: samples-to-target is then resolved to 1/8 of an epoch
 EVALS_PER_EPOCH = 8
+#: set (to anything): every part of every epoch is evaluated (:func:`mid_epoch_from`)
+EVAL_ALL_PARTS = "PARABENCH_EVAL_ALL_PARTS"
 
 
 def default_max_epochs(names: list[str], profile: str) -> int:
@@ -188,7 +195,28 @@ def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:
                          epochs_improve=workload.epochs_improve,
                          source=target_source(config.target_quality, workload,
                                               config.profile),
-                         hold_epochs=hold_epochs(workload, config))
+                         hold_epochs=hold_epochs(workload, config),
+                         mid_from=mid_epoch_from(workload, config))
+
+
+def mid_epoch_from(workload: Workload, config: RunConfig) -> int:
+    """The epoch (0-based) from which a case evaluates between the parts of an epoch; the
+    epochs before it are evaluated at their ends only. That is the epoch at whose end the
+    first of serial's measured seeds reached the case's target
+    (:func:`~parabench.workloads.quality_targets.first_reach_epoch`): before it no measured
+    run was at the target at an epoch's end, so evaluations between its parts would rarely
+    decide anything and cost the most. 0 (every part) where serial's curves do not describe
+    this case: no curves at the profile, a batch size or an option that changes the
+    mathematics (``--data-dir`` among them), or ``$PARABENCH_EVAL_ALL_PARTS`` set (how
+    ``scripts/eval_placement.py`` measures what this changes)."""
+    from parabench.identity import math_options
+
+    if (config.target_quality is None or config.batch_size is not None
+            or set(config.options) & set(math_options()) or os.environ.get(EVAL_ALL_PARTS)):
+        return 0
+    first = first_reach_epoch(workload.name, config.profile, config.target_quality,
+                              workload.quality.higher_is_better)
+    return first - 1 if first else 0
 
 
 def hold_epochs(workload: Workload, config: RunConfig) -> int | None:
@@ -238,13 +266,17 @@ class TargetTracker:
     hold_epochs: int | None = None
     #: whether the last part was evaluated (a held run past the target skips mid-epoch ones)
     evaluated: bool = True
+    #: epochs before this one (0-based) are evaluated at their ends only (:func:`mid_epoch_from`)
+    mid_from: int = 0
 
     def after_part(self, session: Session, stats: EpochStats, epoch: int, part: int,
                    parts: int) -> bool:
         """Evaluate once after part ``part`` of ``parts`` of ``epoch`` (0-based), which
         trained ``stats`` (timed apart); True when training should stop here. A run held
-        past the target is evaluated at its epochs' ends only: nothing else is judged."""
-        self.evaluated = not (self.reached_eval is not None and part < parts - 1)
+        past the target, and the epochs before ``mid_from``, are evaluated at their epochs'
+        ends only."""
+        ends_only = self.reached_eval is not None or epoch < self.mid_from
+        self.evaluated = not (ends_only and part < parts - 1)
         if not self.evaluated:
             self.samples += stats.samples
             self.train_s += stats.seconds
@@ -254,7 +286,7 @@ class TargetTracker:
         self.eval_s.append(watch.seconds())
         self.eval_cpu_s += tree_cpu_seconds(os.getpid()) - cpu0
         if not self.resolution:
-            self.resolution = resolution(session, parts)
+            self.resolution = resolution(session, parts, self.mid_from)
             self.every_samples = round(session.samples_per_epoch / parts) or None
         self.record(value, epoch=epoch, part=part, parts=parts, samples=stats.samples,
                     seconds=stats.seconds)
@@ -350,8 +382,13 @@ class TargetTracker:
         return max(known) if self.higher_is_better else min(known)
 
 
-def resolution(session: Session, parts: int) -> str:
-    """How finely ``session`` resolves when the target was reached, in words."""
+def resolution(session: Session, parts: int, mid_from: int = 0) -> str:
+    """How finely ``session`` resolves when the target was reached, in words (``mid_from``:
+    :func:`mid_epoch_from`)."""
+    if parts > 1 and mid_from:
+        return (f"{parts} evaluations per epoch from epoch {mid_from + 1}, one at the end of "
+                f"each epoch before it (serial's measured seeds first reached the target at "
+                f"the end of epoch {mid_from + 1})")
     if parts > 1:
         return f"{parts} evaluations per epoch"
     if not session.workload.epochs_improve:

@@ -119,6 +119,18 @@ def reach_power(workload: str, profile: str, target: float,
     return ReachPower(max(loss, 0.0), sound, len(bests), int(entry["epochs"]))
 
 
+def first_reach_epoch(workload: str, profile: str, target: float,
+                      higher_is_better: bool = True) -> int | None:
+    """The first epoch (1-based) at whose end any of serial's measured seeds had reached
+    ``target`` (``quality_targets.json``'s curves of ``workload`` at ``profile``); None where
+    nobody measured the curves or no seed reached it within them."""
+    entry = table().get(workload, {}).get(profile)
+    firsts = [epoch for curve in (entry or {}).get("curves") or []
+              for epoch, q in enumerate(curve, start=1)
+              if q is not None and (q >= target if higher_is_better else q <= target)]
+    return min(firsts, default=None)
+
+
 @dataclass(frozen=True)
 class ConvergedReference:
     """Serial's quality after the table's ``epochs`` over ``seeds``: ``median`` and ``std``
