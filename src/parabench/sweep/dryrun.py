@@ -4,9 +4,22 @@ Usage::
 
     print(describe_plan(plan(grid), previous=list(read_results(out)), resume=False))
 
-The estimate per case is the median wall time of earlier results of the same workload,
-method, device, workers, profile and epochs in the ``--out`` file; cases with no such history
-get a guess (:func:`guess_s`), and the total says how many estimates were guesses.
+Where this machine recorded cases (its cost history, :mod:`parabench.sweep.costs`, and the ok
+results in ``--out``), each case's estimate comes from the cost model fitted to them
+(:mod:`parabench.sweep.costmodel`: start-up, seconds per epoch, per evaluation and for the
+windows, by workload, method and size, backing off to coarser keys), with the epochs and
+evaluations planned as the case will run (:func:`planned`); its line says how many recorded
+cases the model drew on and how many of them were this case (a component no recorded run
+gave is a declared guess, named, and the estimate marked ``?``), and the total adds the
+sweep's own overhead and says the model's leave-one-out error (``± 7 % (leave-one-out over
+41 recorded cases ...)``). The model replaces the median of earlier results of the same case: at
+its most specific key it is that case's own figures, with the counts the code plans now (an
+earlier run may have evaluated more often).
+
+Where this machine recorded nothing, the estimate per case is the median wall time of earlier
+results of the same workload, method, device, workers, profile and epochs in the ``--out``
+file; cases with no such history get a guess (:func:`guess_s`), and the total says how many
+estimates were guesses.
 
 At ``tiny`` the guess is declared by the case's method and workload: the method's start-up
 (``Method.startup_guess_s``) plus epochs x the workload's epoch (``Workload.tiny_epoch_guess_s``),
@@ -26,11 +39,20 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from parabench.case.result import Result
-from parabench.config import RunConfig
+from parabench.config import RunConfig, available_cores
 from parabench.identity import CaseId
 from parabench.registry import methods, workloads
+from parabench.sweep.costmodel import (
+    CASE_OVERHEAD_S,
+    SWEEP_OVERHEAD_S,
+    CostModel,
+    Plan,
+    fallback_counts,
+)
+from parabench.sweep.costs import cost_row, merged, read_costs, this_machine
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}
@@ -40,6 +62,15 @@ FALLBACK_STARTUP_S = 8.0
 FALLBACK_TINY_EPOCH_S = 5.0
 #: the cores the declared guesses were measured on
 TABLE_CORES = 2
+
+
+def declared_parts(config: RunConfig) -> tuple[float, float]:
+    """(start-up, seconds per epoch) of a ``tiny`` case's guess (:func:`guess_s`), the epoch
+    stretched when the case uses fewer than :data:`TABLE_CORES` cores."""
+    start, epoch_s = _declared(config)
+    cores = min(TABLE_CORES, config.workers * config.threads)
+    epoch = (FALLBACK_TINY_EPOCH_S if epoch_s is None else epoch_s) * TABLE_CORES / max(cores, 1)
+    return (FALLBACK_STARTUP_S if start is None else start), epoch
 
 
 def _declared(config: RunConfig) -> tuple[float | None, float | None]:
@@ -54,10 +85,8 @@ def guess_s(config: RunConfig) -> float:
     """A case's guessed wall time in seconds, start-up included (see the module docstring)."""
     if config.profile != "tiny":
         return GUESS_S.get(config.profile, 120.0) * max(config.epochs, 1) / 3
-    start, epoch_s = _declared(config)
-    cores = min(TABLE_CORES, config.workers * config.threads)
-    epoch = (FALLBACK_TINY_EPOCH_S if epoch_s is None else epoch_s) * TABLE_CORES / max(cores, 1)
-    return (FALLBACK_STARTUP_S if start is None else start) + guess_epochs(config) * epoch
+    start, epoch = declared_parts(config)
+    return start + guess_epochs(config) * epoch
 
 
 def guess_epochs(config: RunConfig) -> float:
@@ -96,7 +125,99 @@ def _clock(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
-def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = False) -> str:
+def planned(config: RunConfig, cores: int | None = None) -> Plan:
+    """``config`` as the cost model plans it (:class:`parabench.sweep.costmodel.Plan`): the
+    rules of its counts (:func:`parabench.case.stopping.mid_epoch_from`, ``hold_epochs``),
+    the declared guesses, and the epochs to its target and evaluations per epoch to assume
+    where no recorded run tells (:func:`~parabench.sweep.costmodel.fallback_counts`)."""
+    from parabench.case.stopping import hold_epochs, mid_epoch_from
+    from parabench.identity import math_options
+
+    workload = workloads.get(config.workload) if config.workload in workloads else None
+    mid, hold = 0, None
+    if config.target_quality is not None and workload is not None:
+        mid, hold = mid_epoch_from(workload, config), hold_epochs(workload, config)
+    reach, per_epoch = fallback_counts(config.workload, config.method, config.workers,
+                                       config.profile, config.target_quality, config.epochs)
+    declared = (declared_parts(config) if config.profile == "tiny"
+                else (0.0, GUESS_S.get(config.profile, 120.0) / 3))
+    return Plan(workload=config.workload, method=config.method, device=config.device,
+                workers=config.workers, threads=config.threads, profile=config.profile,
+                epochs=config.epochs, target=config.target_quality, seed=config.seed,
+                batch=config.batch_size,
+                math=tuple(sorted(k for k in config.options if k in math_options())),
+                mid_from=mid, hold=hold, cores=cores or available_cores(), declared=declared,
+                reach_guess=reach, per_epoch_guess=per_epoch)
+
+
+#: how a case's line names its components
+_SHOWN = {"fixed": "start-up", "train": "epochs", "evaluate": "evaluations",
+          "windows": "windows"}
+
+
+def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = False, *,
+                  history: Sequence[dict] | None = None, machine: str | None = None) -> str:
+    """The dry run's text: a line per planned case with its estimate, and the total.
+
+    With recorded cases of this machine (``history``, default the cost history
+    :func:`parabench.sweep.costs.read_costs`, and the ok results in ``previous``, the
+    ``--out`` file), estimates come from :class:`~parabench.sweep.costmodel.CostModel` and the
+    total says its leave-one-out error; without, from earlier results of the same cases in
+    ``previous``, else the declared guesses (marked ``?``). ``machine``: this machine's
+    :func:`~parabench.sweep.costs.machine_key` (found when needed)."""
+    rows = merged(list(read_costs()) if history is None else history,
+                  (row for r in previous if (row := cost_row(r)) is not None))
+    model = None
+    if rows:
+        model = CostModel.fit(rows, machine or this_machine())
+    if model is None or not model.rows:
+        return _describe_declared(cases, previous, resume)
+    done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
+    lines, total, guessed, runs = [], 0.0, 0, 0
+    seen = f"model: {len(model.rows)} case(s) of this machine"
+    for case in cases:
+        c = case.config
+        if (line := _not_run(case, done)) is not None:
+            lines.append(line)
+            continue
+        est = model.estimate(planned(c))
+        what = seen + (f", {est.same} of this case" if est.same else "")
+        if est.guessed:
+            guessed += 1
+            what += "; guessed: " + ", ".join(_SHOWN[g] for g in est.guessed)
+            if fallback := undeclared(c):
+                what += f"; {fallback}"
+        total += est.seconds
+        runs += 1
+        lines.append(f"  run   {c.label()}  ~{_clock(est.seconds)}{'?' if est.guessed else ''}"
+                     f" ({what})")
+    if runs:
+        total += SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * runs
+    skipped = sum(1 for c in cases if c.skip_reason is not None)
+    err = model.error()
+    spread = (f" ± {err.median * 100:.0f} % (leave-one-out over {err.n} recorded cases of "
+              "this machine)" if err is not None else
+              " ± ? (1 recorded case of this machine: too few to measure the error)")
+    note = (f"; {guessed} partly guessed (marked ?), which that error does not cover"
+            if guessed else "")
+    lines.append(f"\n{len(cases)} case(s) planned: {runs} to run, {skipped} skipped; "
+                 f"estimated {_clock(total)}{spread if runs else ''}{note}. Nothing was run.")
+    return "\n".join(["Planned cases:", *lines])
+
+
+def _not_run(case: Any, done: set) -> str | None:
+    """The line of a case the sweep will not run (skipped, or done under --resume)."""
+    c = case.config
+    if case.skip_reason is not None:
+        return f"  skip  {c.label()}: {case.skip_reason.splitlines()[0]}"
+    if c.key() in done:
+        return f"  done  {c.label()} (recorded ok; --resume keeps it)"
+    return None
+
+
+def _describe_declared(cases: Sequence, previous: Sequence[Result], resume: bool) -> str:
+    """The plan's text where this machine recorded nothing: earlier results of the same
+    cases in ``previous``, else the declared guesses."""
     history: dict[tuple, list[float]] = defaultdict(list)
     for r in previous:
         if r.status == "ok" and r.wall_s:
@@ -105,11 +226,8 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     lines, total, guessed, runs = [], 0.0, 0, 0
     for case in cases:
         c = case.config
-        if case.skip_reason is not None:
-            lines.append(f"  skip  {c.label()}: {case.skip_reason.splitlines()[0]}")
-            continue
-        if c.key() in done:
-            lines.append(f"  done  {c.label()} (recorded ok; --resume keeps it)")
+        if (line := _not_run(case, done)) is not None:
+            lines.append(line)
             continue
         past = history.get(c.key().history)
         if past:

@@ -19,6 +19,10 @@ scaling efficiency (:func:`parabench.analysis.ratios.ratios`) with the baseline 
 against, or the hint naming a missing one, as the table shows them. The planner puts the
 baselines first, so a case's baselines of this sweep have finished when it is written; a
 baseline configuration this sweep does not run comes from the results already in ``out``.
+
+Each case that ran ok is also appended to this machine's cost history
+(:func:`parabench.sweep.costs.append_costs`), which the dry run's estimates are fitted to; a
+history that cannot be written costs one warning line, never the sweep.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from parabench.case.execute import skipped
 from parabench.case.result import Result, append_result, read_results
 from parabench.core.tempdirs import runner_tempdir
 from parabench.registry import workloads
+from parabench.sweep.costs import append_costs
 from parabench.sweep.executor import Executor, LocalExecutor
 from parabench.sweep.plan import Case, Grid, plan
 from parabench.sweep.progress import Progress
@@ -139,6 +144,7 @@ def run_grid(
     results: dict[int, Result] = {}
     release = _Release(cases, to_run, ordered=executor.ordered)
     where = {id(c): i for i, c in enumerate(cases)}
+    unwritten: list[str] = []  # why the cost history could not be written: said once
 
     def finish(index: int, result: Result, ran: bool) -> None:
         case = cases[index]
@@ -146,6 +152,10 @@ def run_grid(
             result = record(result, out, baselines=baselines, swept=swept, earlier=earlier)
             if is_baseline(result.method):
                 baselines.insert(0, result)  # the newest baseline wins
+            if (problem := append_costs(result)) is not None and not unwritten:
+                unwritten.append(problem)
+                print(f"parabench: warning: the dry run's cost history was not written "
+                      f"({problem}); the sweep goes on", file=stream, flush=True)
         elif previous_result(case) is None:  # unrunnable: recorded skipped
             append_result(out, result)
         results[index] = result

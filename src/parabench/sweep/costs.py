@@ -1,0 +1,176 @@
+"""The per-machine cost history: one compact line per case a sweep ran, for the dry run's model.
+
+Usage::
+
+    row = cost_row(results[0])          # the case's identity, wall time, its parts and counts
+    problem = append_costs(results[0])  # None once written (cache_dir()/costs.jsonl)
+    mine = [r for r in read_costs() if r["machine"] == this_machine()]
+
+:func:`parabench.sweep.run.run_grid` appends every ok result that has ``wall_parts`` to
+``cache_dir()/costs.jsonl`` (:func:`parabench.cache.cache_dir`; ``PARABENCH_CACHE_DIR=off``
+keeps none). A line holds the case's identity (workload, method, device, workers, threads,
+profile, batch, epochs, target, seed), the machine it ran on (:func:`machine_key`: CPU model,
+cores, GPU names, from the result's ``env``), ``wall_s`` and ``wall_parts``, and the counts
+the parts are divided by: epochs trained (fractional where the run stopped between an epoch's
+parts), evaluations, evaluations per epoch and the epoch from which they were between parts,
+windows, and where the target was reached. :mod:`parabench.sweep.costmodel` fits to it.
+
+Writing never fails a sweep: :func:`append_costs` returns what went wrong (the runner prints
+it once). The file keeps the newest :data:`KEEP` lines once it grows past :data:`CAP`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from parabench.cache import cache_dir
+from parabench.case.result import Result
+from parabench.identity import math_options
+
+FILE = "costs.jsonl"
+#: past this many lines the file is cut back to the newest KEEP
+CAP = 10_000
+KEEP = 5_000
+
+
+def machine_key(env: dict[str, Any] | None) -> str:
+    """``"<cpu model> | <cores> cores | <gpu names>"`` of a result's ``env`` (its
+    :func:`parabench.envinfo.fingerprint`); "" when the env names no CPU."""
+    env = env or {}
+    if not env.get("cpu"):
+        return ""
+    gpus = ", ".join(env.get("gpus") or []) or "no gpu"
+    return f"{env['cpu']} | {env.get('cores')} cores | {gpus}"
+
+
+def this_machine() -> str:
+    """:func:`machine_key` of the machine this runs on."""
+    from parabench.envinfo import fingerprint
+
+    return machine_key(fingerprint())
+
+
+def history_path() -> Path | None:
+    """Where the history lives; None when the cache is off."""
+    root = cache_dir()
+    return None if root is None else root / FILE
+
+
+def _mid_from(resolution: str) -> int:
+    """The epoch (0-based) from which a time-to-target case evaluated between parts, read
+    from its ``resolution`` (:func:`parabench.case.stopping.resolution`); 0: every epoch."""
+    m = re.search(r"per epoch from epoch (\d+)", resolution or "")
+    return int(m.group(1)) - 1 if m else 0
+
+
+def cost_row(r: Result) -> dict[str, Any] | None:
+    """The history line of ``r``; None unless it finished ok with ``wall_parts``."""
+    if r.status != "ok" or not r.wall_parts or not r.wall_s:
+        return None
+    ttt = r.time_to_target
+    config = r.config or {}
+    trained = float(len(r.epoch_s))
+    if ttt is not None and ttt.stopped_at is not None:
+        trained = float(ttt.stopped_at)  # the last epoch was partial
+    evals = (len(ttt.eval_samples) if ttt is not None
+             else int(r.wall_parts.get("evaluate", 0.0) > 0))
+    return {
+        "t": r.timestamp, "machine": machine_key(r.env), "cores": (r.env or {}).get("cores"),
+        "workload": r.workload, "method": r.method, "device": r.device, "workers": r.workers,
+        "threads": r.threads_per_worker, "profile": r.profile,
+        "batch": config.get("batch_size"), "epochs": r.epochs, "seed": r.seed,
+        "target": config.get("target_quality"),
+        "math": sorted(k for k in (config.get("options") or {}) if k in math_options()),
+        "wall_s": round(r.wall_s, 4),
+        "parts": {k: round(v, 4) for k, v in r.wall_parts.items()},
+        "epochs_run": len(r.epoch_s), "trained": round(trained, 4), "evals": evals,
+        "per_epoch": ttt.evals_per_epoch if ttt is not None else None,
+        "mid_from": _mid_from(ttt.resolution) if ttt is not None else 0,
+        "reach": (ttt.epochs_to_target if ttt is not None and ttt.reached else None),
+        "held": ttt.converged_epochs if ttt is not None else None,
+        "windows": len(r.window_s), "samples_per_epoch": r.samples_per_epoch,
+        "samples_per_s": r.samples_per_s, "status": r.status,
+    }
+
+
+def append_costs(result: Result, path: Path | None = None) -> str | None:
+    """Append ``result``'s line (:func:`cost_row`) to the history, cutting the file back to
+    the newest :data:`KEEP` lines past :data:`CAP`. None when written or nothing to write;
+    otherwise why not, in words (never raises: a sweep does not fail for it)."""
+    try:
+        row = cost_row(result)
+        path = path or history_path()
+        if row is None or path is None:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = (json.dumps(row, separators=(",", ":"), default=str) + "\n").encode()
+        lock = os.open(path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one sweep's cut-back never loses another's line
+            with path.open("ab") as f:
+                f.write(line)
+                size = f.tell()
+            if size > CAP * 200:  # cheap first: a line is some 700 bytes
+                _cut_back(path)
+        finally:
+            os.close(lock)  # releases the lock
+    except Exception as exc:  # noqa: BLE001 - the history is a help, never a sweep's fate
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _cut_back(path: Path) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    if len(lines) <= CAP:
+        return
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".jsonl")
+    with os.fdopen(fd, "wb") as f:
+        f.writelines(lines[-KEEP:])
+    os.replace(tmp, path)
+
+
+def read_costs(path: Path | None = None) -> Iterator[dict[str, Any]]:
+    """The history's lines (a torn or foreign line is skipped); none without a file."""
+    path = path or history_path()
+    if path is None:
+        return
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if usable(row):
+            yield row
+
+
+def usable(row: Any) -> bool:
+    """Whether ``row`` has what the model reads: names, parts and a wall time above 0."""
+    return (isinstance(row, dict) and isinstance(row.get("parts"), dict)
+            and all(isinstance(row.get(k), str) for k in ("machine", "workload", "method"))
+            and isinstance(row.get("wall_s"), int | float) and row["wall_s"] > 0
+            and all(isinstance(v, int | float) for v in row["parts"].values()))
+
+
+def merged(*sources: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of all ``sources``, each case once (a result in both ``--out`` and the
+    history is one case: the same timestamp, case and wall time)."""
+    seen, out = set(), []
+    for rows in sources:
+        for row in rows:
+            key = (row.get("t"), row.get("workload"), row.get("method"), row.get("workers"),
+                   row.get("threads"), row.get("wall_s"))
+            if key not in seen:
+                seen.add(key)
+                out.append(row)
+    return out
