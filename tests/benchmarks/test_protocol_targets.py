@@ -15,6 +15,10 @@ Usage::
   time-to-target answer in <= 5 minutes: every configuration with a parity verdict (a
   statistical one with its power) and a time to the target or the reason it has none
   (``long``: about 2 minutes).
+* for both of those, the dry run's estimated total (fitted to this machine's cost history,
+  :mod:`parabench.sweep.costmodel`) is within 25 % of the run's wall time. Both read and add
+  to that history in the user's cache (``PARABENCH_CACHE_DIR`` as the user has it, not the
+  tests' folder): the estimate a user would get.
 
 Each runs ``python -m parabench run`` as a subprocess; ``benchmark.extra_info`` holds every
 figure with the load average before it. Plain ``pytest`` (smoke mode) runs one cheap case per
@@ -25,6 +29,7 @@ when measuring, which belongs on a quiet machine (load below 1 before it starts)
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,6 +39,7 @@ from typing import Any
 import pytest
 
 from parabench.analysis.stats import ci_half_pct
+from parabench.analysis.wall import summed
 from parabench.case.result import Result, read_results
 from parabench.registry import workloads
 
@@ -43,17 +49,42 @@ TINY_WALL_S = 15.0
 CI_HALF_PCT = 5.0
 DEFAULT_RUN_S = 600.0
 MAIN_JOB_S = 300.0
+#: the dry run's total within this fraction of the actual wall time (#42)
+DRY_RUN_OFF = 0.25
 #: the largest loss of accuracy fedavg's quality verdict may be blind to at the default settings
 FEDAVG_BLIND = 0.02
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(tmp_path: Path, *args: str, timeout: float = 900) -> tuple[list[Result], float]:
-    """``parabench run ARGS --out ...`` as a user runs it: (its results, the command's wall)."""
+def user_env(history: bool = False) -> dict[str, str]:
+    """The environment a user runs in: the protocol's defaults (no test windows); with
+    ``history``, this machine's cost history too (the user's cache, not the tests')."""
+    drop = {"PARABENCH_WINDOWS", "PARABENCH_WINDOW_S"} | ({"PARABENCH_CACHE_DIR"} if history
+                                                           else set())
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def dry_run_estimate(tmp_path: Path, *args: str) -> tuple[float, str]:
+    """(the dry run's estimated total in seconds, its total line) for ``parabench run ARGS``
+    with this machine's cost history (:mod:`parabench.sweep.costmodel`)."""
+    proc = subprocess.run([sys.executable, "-m", "parabench", "run", *args, "--dry-run",
+                           "--out", str(tmp_path / "results.jsonl")], capture_output=True,
+                          text=True, timeout=300, env=user_env(history=True), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = proc.stdout.strip().splitlines()[-1]
+    m = re.search(r"estimated (?:(\d+)h(\d+)m|(\d+)m(\d+)s)", line)
+    assert m is not None, line
+    h, hm, mm, ss = m.groups()
+    return (int(h) * 3600 + int(hm) * 60 if h else int(mm) * 60 + int(ss)), line
+
+
+def run_cli(tmp_path: Path, *args: str, timeout: float = 900, history: bool = False
+            ) -> tuple[list[Result], float]:
+    """``parabench run ARGS --out ...`` as a user runs it: (its results, the command's wall);
+    ``history``: recorded in this machine's cost history, as a user's run is."""
     out = tmp_path / "results.jsonl"
     out.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PARABENCH_WINDOWS", "PARABENCH_WINDOW_S")}  # the protocol's defaults
+    env = user_env(history)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "parabench", "run", *args, "--out", str(out)],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
@@ -121,16 +152,18 @@ def test_mlp_and_cnn_speed_cis_are_narrow(benchmark: Any, tmp_path: Path) -> Non
 
 @pytest.mark.long
 def test_the_default_run_takes_minutes(benchmark: Any, tmp_path: Path) -> None:
+    estimate, said = dry_run_estimate(tmp_path)
     before = load()
     out: dict[str, Any] = {}
 
     def once() -> None:
-        out["results"], out["wall"] = run_cli(tmp_path, timeout=1800)
+        out["results"], out["wall"] = run_cli(tmp_path, timeout=1800, history=True)
 
     benchmark.pedantic(once, rounds=1, iterations=1, warmup_rounds=0)
     ran = [r for r in out["results"] if r.status == "ok"]
     benchmark.extra_info.update(wall_s=out["wall"], cases=len(out["results"]), ran=len(ran),
-                                load_before=before)
+                                load_before=before, dry_run_s=estimate, dry_run=said,
+                                wall_parts=summed(out["results"])[0])
     assert ran and all(r.samples_per_s is not None and r.parity for r in ran)
     assert {r.parity.status for r in ran} <= {"ok", "not-applicable"}
     assert all(r.parity.detectable_loss is not None for r in ran
@@ -141,6 +174,7 @@ def test_the_default_run_takes_minutes(benchmark: Any, tmp_path: Path) -> None:
     assert fedavg.parity.basis == "target" and fedavg.parity.detectable_loss <= FEDAVG_BLIND
     if not benchmark.disabled:
         assert out["wall"] <= DEFAULT_RUN_S, f"{out['wall']:.0f} s (load before {before:.2f})"
+        assert abs(estimate / out["wall"] - 1) <= DRY_RUN_OFF, (said, out["wall"])
 
 
 def main_job() -> list[str]:
@@ -157,16 +191,18 @@ def test_the_main_job_answers_by_time_to_target_in_minutes(benchmark: Any,
                                                           tmp_path: Path) -> None:
     args = [a for a in main_job() if a not in ("--report", "report")]
     assert "--target-quality" in args
+    estimate, said = dry_run_estimate(tmp_path, *args)
     before = load()
     out: dict[str, Any] = {}
 
     def once() -> None:
-        out["results"], out["wall"] = run_cli(tmp_path, *args, timeout=1800)
+        out["results"], out["wall"] = run_cli(tmp_path, *args, timeout=1800, history=True)
 
     benchmark.pedantic(once, rounds=1, iterations=1, warmup_rounds=0)
     ran = [r for r in out["results"] if r.status == "ok"]
     benchmark.extra_info.update(wall_s=out["wall"], cases=len(out["results"]), ran=len(ran),
-                                load_before=before, load_after=load())
+                                load_before=before, load_after=load(), dry_run_s=estimate,
+                                dry_run=said, wall_parts=summed(out["results"])[0])
     assert len(ran) == len(out["results"]) >= 10
     for r in ran:
         assert r.parity and r.time_to_target and r.time_to_target.target is not None
@@ -177,3 +213,4 @@ def test_the_main_job_answers_by_time_to_target_in_minutes(benchmark: Any,
             assert r.parity.detectable_loss <= FEDAVG_BLIND
     if not benchmark.disabled:
         assert out["wall"] <= MAIN_JOB_S, f"{out['wall']:.0f} s (load before {before:.2f})"
+        assert abs(estimate / out["wall"] - 1) <= DRY_RUN_OFF, (said, out["wall"])

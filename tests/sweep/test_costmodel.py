@@ -91,11 +91,33 @@ def test_a_missing_key_backs_off_to_coarser_ones_then_to_the_declared_guess() ->
     # median, on 1 core
     assert one_thread.parts["train"] == pytest.approx(2.0)
     unknown = model.estimate(plan("fsdp", 2, 1, epochs=2))
-    assert unknown.levels["fixed"] == "guess" and unknown.parts["fixed"] == 7.0
+    # the declared 7.0 s, times this machine's recorded fixed costs against their declarations
+    assert unknown.levels["fixed"] == "guess"
+    assert unknown.parts["fixed"] == pytest.approx(7.0 * model.factors["fixed"])
     assert unknown.guessed == ["fixed", "windows"]  # ddp's epoch and evaluations stand in
     other = model.estimate(Plan(workload="mlp", method="serial", threads=2, profile="tiny",
                                 cores=2, declared=(7.0, 3.0)))  # 3 epochs of an mlp: never
-    assert other.levels["train"] == "guess" and other.parts["train"] == 3 * 3.0
+    assert other.levels["train"] == "guess"
+    assert other.parts["train"] == pytest.approx(3 * 3.0 * model.factors["train"])
+
+
+@pytest.mark.parametrize("speed", [0.5, 2.0])
+def test_guesses_scale_by_this_machine_against_the_declarations(speed: float) -> None:
+    """A machine whose recorded cases took ``speed`` x their declared start-up and epoch
+    gets ``speed`` x the declarations for a case nothing recorded resembles."""
+    from parabench.sweep.dryrun import declared_parts
+
+    def recorded(method: str, workers: int, threads: int) -> dict[str, Any]:
+        start, epoch = declared_parts(RunConfig(workload="cnn", method=method, workers=workers,
+                                                threads_per_worker=threads, profile="tiny"))
+        return row(method, workers, threads, fixed=speed * start, epoch=speed * epoch)
+
+    model = CostModel.fit([recorded("serial", 1, 2), recorded("ddp", 2, 1)], M)
+    assert model.factors["fixed"] == pytest.approx(speed)
+    assert model.factors["train"] == pytest.approx(speed)
+    unknown = model.estimate(plan("fsdp", 2, 1, epochs=2))  # declared (7.0, 3.0) here
+    assert unknown.levels["fixed"] == "guess"
+    assert unknown.parts["fixed"] == pytest.approx(speed * 7.0)
 
 
 def test_leave_one_out_predicts_each_row_from_the_others() -> None:

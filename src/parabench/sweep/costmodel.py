@@ -35,6 +35,10 @@ per epoch from there, a statistical method held past the target
 (:func:`parabench.case.stopping.hold_epochs`) evaluated at its epochs' ends; one in all
 outside time-to-target mode.
 
+A declared guess is scaled to this machine (:func:`machine_factors`): by the median ratio of
+its recorded cases' costs to their own declared ones, so a first sweep of new methods on a
+machine with history is guessed at this machine's pace, not the declarations'.
+
 **Expected error** (:meth:`CostModel.error`): each of the newest :data:`LOO_ROWS` rows is
 predicted from all the others (its own values left out of every median, its counts planned
 as it ran: its recorded mid-epoch start and hold), as the median and 90th percentile of
@@ -201,6 +205,43 @@ def row_values(row: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def machine_factors(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """What this machine's recorded cases took against the declared guesses for them, as the
+    median ratio per figure: ``fixed`` (start-up and the rest of a case's fixed cost against
+    the method's declared start-up), ``train`` (an epoch against the workload's declared tiny
+    epoch), ``reach`` (epochs to the target against :func:`fallback_counts`'s guess). A case
+    no recorded run resembles is guessed from the declarations times these: the declared
+    figures were measured on another machine, and the epochs guess is a median seed's
+    judged at epoch ends (it overstated cnn tiny's 1.75 epochs as 6.5)."""
+    ratios: dict[str, list[float]] = {"fixed": [], "train": [], "reach": []}
+    for row in rows:
+        plan, values = row_plan(row), row_values(row)
+        declared = _declared_for(plan)
+        if declared is not None:
+            for name, guess in zip(("fixed", "train"), declared, strict=True):
+                if guess > 0 and name in values:
+                    ratios[name].append(values[name] / guess)
+        if "reach" in values and plan.reach_guess:
+            ratios["reach"].append(values["reach"] / plan.reach_guess)
+    return {name: statistics.median(r) for name, r in ratios.items() if r}
+
+
+def _declared_for(plan: Plan) -> tuple[float, float] | None:
+    """The declared (start-up, epoch) guesses of ``plan``'s case (``tiny`` only: other
+    profiles declare none)."""
+    if plan.profile != "tiny":
+        return None
+    from parabench.config import RunConfig
+    from parabench.sweep.dryrun import declared_parts
+
+    try:
+        return declared_parts(RunConfig(workload=plan.workload, method=plan.method,
+                                        workers=plan.workers, threads_per_worker=plan.threads,
+                                        profile=plan.profile))
+    except Exception:  # noqa: BLE001 - a row of a method or workload no longer registered
+        return None
+
+
 def counts(plan: Plan, reach: float | None, per_epoch: int) -> tuple[float, int]:
     """(epochs trained, evaluations) of ``plan`` reaching its target after ``reach`` epochs
     (fractional: between parts; None: it does not), ``per_epoch`` evaluations an epoch from
@@ -285,6 +326,9 @@ class CostModel:
     machine: str
     rows: list[dict[str, Any]] = field(default_factory=list)
     pools: dict[str, _Pool] = field(default_factory=dict)
+    #: this machine against the declared guesses (:func:`machine_factors`): what a guessed
+    #: start-up, epoch or epochs-to-target is multiplied by
+    factors: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, rows: Iterable[dict[str, Any]], machine: str) -> CostModel:
@@ -296,6 +340,7 @@ class CostModel:
             for name, value in row_values(row).items():
                 for _, key, scaled in LEVELS[name]:
                     model.pools[name].add(key(plan), value * plan.used if scaled else value)
+        model.factors = machine_factors(mine)
         return model
 
     def _unit(self, name: str, plan: Plan, left_out: dict[str, float] | None
@@ -313,12 +358,15 @@ class CostModel:
         out of every median (the row being predicted)."""
         reach = self._unit("reach", plan, left_out)
         per_epoch = self._unit("per_epoch", plan, left_out)
-        epochs, evals = counts(plan, plan.reach_guess if reach is None else reach[0],
+        f = self.factors
+        reach_guess = (plan.reach_guess * f.get("reach", 1.0) if plan.reach_guess is not None
+                       else None)
+        epochs, evals = counts(plan, reach_guess if reach is None else reach[0],
                                plan.per_epoch_guess if per_epoch is None
                                else round(per_epoch[0]))
         start, epoch = plan.declared
-        guesses = {"fixed": start, "train": epoch, "evaluate": 0.0,
-                   "windows": DEFAULT_WINDOWS_S}
+        guesses = {"fixed": start * f.get("fixed", 1.0), "train": epoch * f.get("train", 1.0),
+                   "evaluate": 0.0, "windows": DEFAULT_WINDOWS_S}
         parts, levels, same = {}, {}, 0
         for name, n in (("fixed", 1.0), ("train", epochs), ("evaluate", evals),
                         ("windows", 1.0)):
