@@ -22,7 +22,7 @@ from parabench.core.records import TimeToTarget
 from parabench.stopping import Epochs
 from parabench.sweep import costs, run
 from parabench.sweep.costmodel import CostModel, Plan, counts, row_plan, row_values
-from parabench.sweep.dryrun import describe_plan, planned
+from parabench.sweep.dryrun import declared_for, declared_parts, describe_plan, planned
 from parabench.sweep.plan import Case
 from sweepdata import case
 
@@ -82,7 +82,7 @@ def test_more_evaluations_cost_more() -> None:
 
 
 def test_a_missing_key_backs_off_to_coarser_ones_then_to_the_declared_guess() -> None:
-    model = CostModel.fit(HISTORY, M)
+    model = CostModel.fit(HISTORY, M, declared=declared_for)
     one_thread = model.estimate(plan(threads=1, epochs=1))  # serial 1x1: not recorded
     assert one_thread.levels == {"fixed": "method", "train": "workload",
                                  "evaluate": "workload", "windows": "method"}
@@ -105,14 +105,13 @@ def test_a_missing_key_backs_off_to_coarser_ones_then_to_the_declared_guess() ->
 def test_guesses_scale_by_this_machine_against_the_declarations(speed: float) -> None:
     """A machine whose recorded cases took ``speed`` x their declared start-up and epoch
     gets ``speed`` x the declarations for a case nothing recorded resembles."""
-    from parabench.sweep.dryrun import declared_parts
-
     def recorded(method: str, workers: int, threads: int) -> dict[str, Any]:
         start, epoch = declared_parts(RunConfig(workload="cnn", method=method, workers=workers,
                                                 threads_per_worker=threads, profile="tiny"))
         return row(method, workers, threads, fixed=speed * start, epoch=speed * epoch)
 
-    model = CostModel.fit([recorded("serial", 1, 2), recorded("ddp", 2, 1)], M)
+    model = CostModel.fit([recorded("serial", 1, 2), recorded("ddp", 2, 1)], M,
+                          declared=declared_for)
     assert model.factors["fixed"] == pytest.approx(speed)
     assert model.factors["train"] == pytest.approx(speed)
     unknown = model.estimate(plan("fsdp", 2, 1, epochs=2))  # declared (7.0, 3.0) here

@@ -205,7 +205,12 @@ def row_values(row: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def machine_factors(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
+#: a case's declared (start-up, epoch) guesses, None where it has none (the dry run's
+#: :func:`parabench.sweep.dryrun.declared_for`)
+Declared = Callable[[Plan], "tuple[float, float] | None"]
+
+
+def machine_factors(rows: Iterable[dict[str, Any]], declared: Declared) -> dict[str, float]:
     """What this machine's recorded cases took against the declared guesses for them, as the
     median ratio per figure: ``fixed`` (start-up and the rest of a case's fixed cost against
     the method's declared start-up), ``train`` (an epoch against the workload's declared tiny
@@ -216,30 +221,14 @@ def machine_factors(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
     ratios: dict[str, list[float]] = {"fixed": [], "train": [], "reach": []}
     for row in rows:
         plan, values = row_plan(row), row_values(row)
-        declared = _declared_for(plan)
-        if declared is not None:
-            for name, guess in zip(("fixed", "train"), declared, strict=True):
+        guesses = declared(plan)
+        if guesses is not None:
+            for name, guess in zip(("fixed", "train"), guesses, strict=True):
                 if guess > 0 and name in values:
                     ratios[name].append(values[name] / guess)
         if "reach" in values and plan.reach_guess:
             ratios["reach"].append(values["reach"] / plan.reach_guess)
     return {name: statistics.median(r) for name, r in ratios.items() if r}
-
-
-def _declared_for(plan: Plan) -> tuple[float, float] | None:
-    """The declared (start-up, epoch) guesses of ``plan``'s case (``tiny`` only: other
-    profiles declare none)."""
-    if plan.profile != "tiny":
-        return None
-    from parabench.config import RunConfig
-    from parabench.sweep.dryrun import declared_parts
-
-    try:
-        return declared_parts(RunConfig(workload=plan.workload, method=plan.method,
-                                        workers=plan.workers, threads_per_worker=plan.threads,
-                                        profile=plan.profile))
-    except Exception:  # noqa: BLE001 - a row of a method or workload no longer registered
-        return None
 
 
 def counts(plan: Plan, reach: float | None, per_epoch: int) -> tuple[float, int]:
@@ -331,8 +320,10 @@ class CostModel:
     factors: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def fit(cls, rows: Iterable[dict[str, Any]], machine: str) -> CostModel:
-        """The model of the ok rows of ``machine`` among ``rows``."""
+    def fit(cls, rows: Iterable[dict[str, Any]], machine: str,
+            declared: Declared | None = None) -> CostModel:
+        """The model of the ok rows of ``machine`` among ``rows``; with ``declared``, its
+        guesses scaled to this machine (:func:`machine_factors`)."""
         mine = [r for r in rows if r.get("machine") == machine and r.get("status", "ok") == "ok"]
         model = cls(machine=machine, rows=mine, pools={c: _Pool() for c in LEVELS})
         for row in mine:
@@ -340,7 +331,7 @@ class CostModel:
             for name, value in row_values(row).items():
                 for _, key, scaled in LEVELS[name]:
                     model.pools[name].add(key(plan), value * plan.used if scaled else value)
-        model.factors = machine_factors(mine)
+        model.factors = machine_factors(mine, declared) if declared is not None else {}
         return model
 
     def _unit(self, name: str, plan: Plan, left_out: dict[str, float] | None

@@ -73,6 +73,19 @@ def declared_parts(config: RunConfig) -> tuple[float, float]:
     return (FALLBACK_STARTUP_S if start is None else start), epoch
 
 
+def declared_for(plan: Plan) -> tuple[float, float] | None:
+    """:func:`declared_parts` of a cost model's planned case (``tiny`` only: other profiles
+    declare none; None for a method or workload no longer registered)."""
+    if plan.profile != "tiny":
+        return None
+    try:
+        return declared_parts(RunConfig(workload=plan.workload, method=plan.method,
+                                        workers=plan.workers, threads_per_worker=plan.threads,
+                                        profile=plan.profile))
+    except Exception:  # noqa: BLE001 - a row of a method or workload not registered here
+        return None
+
+
 def _declared(config: RunConfig) -> tuple[float | None, float | None]:
     """(the method's start-up guess, the workload's tiny epoch guess), None where undeclared."""
     method = methods.get(config.method) if config.method in methods else None
@@ -169,7 +182,7 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
                   (row for r in previous if (row := cost_row(r)) is not None))
     model = None
     if rows:
-        model = CostModel.fit(rows, machine or this_machine())
+        model = CostModel.fit(rows, machine or this_machine(), declared=declared_for)
     if model is None or not model.rows:
         return _describe_declared(cases, previous, resume)
     done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
