@@ -25,6 +25,7 @@ from parabench.case.stopping import (
     TargetTracker,
     default_target,
     fallback_target,
+    mid_epoch_from,
     reached,
     resolve,
     target_source,
@@ -362,7 +363,7 @@ def test_a_target_above_serials_best_is_not_reached(serial_curve: Result) -> Non
 @pytest.mark.torch
 @pytest.mark.slow
 def test_serials_own_best_is_reached_at_the_evaluation_it_was_first_seen(
-    serial_curve: Result,
+    serial_curve: Result, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     full = serial_curve.time_to_target
     assert full is not None and full.evals_per_epoch == 8 and len(full.eval_quality) == 24
@@ -370,6 +371,10 @@ def test_serials_own_best_is_reached_at_the_evaluation_it_was_first_seen(
     first = next(i for i, q in enumerate(full.eval_quality) if q is not None and q >= best - 1e-6)
     config = RunConfig(workload="mlp", method="serial", profile="tiny", epochs=3,
                        threads_per_worker=1, target_quality=best - 1e-6)
+    placed = execute_mod.execute(config)  # epochs before serial's first crossing: ends only
+    mid = mid_epoch_from(workloads.get("mlp"), config)
+    assert 0 < mid <= first // 8  # what this test is about: the crossing is past the ends
+    monkeypatch.setenv("PARABENCH_EVAL_ALL_PARTS", "1")
     result = execute_mod.execute(config)
     ttt = result.time_to_target
     assert ttt is not None and ttt.reached and ttt.epoch == first // 8 + 1
@@ -378,6 +383,11 @@ def test_serials_own_best_is_reached_at_the_evaluation_it_was_first_seen(
     assert ttt.samples_to_target == full.eval_samples[first] == 256 * (first + 1)
     assert ttt.train_s == pytest.approx(sum(result.epoch_s))
     assert len(result.epoch_s) == first // 8 + 1  # stopped there (maybe mid-epoch)
+    # placed: the same crossing, the epochs before it evaluated at their ends only
+    pt = placed.time_to_target
+    assert pt is not None and pt.samples_to_target == ttt.samples_to_target
+    ends = [full.eval_quality[8 * e + 7] for e in range(min(mid, first // 8))]
+    assert pt.eval_quality == ends + full.eval_quality[8 * len(ends): first + 1]
 
 
 def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch) -> None:
