@@ -174,7 +174,7 @@ def _result(wall: float = 9.0, stamp: str = "2026-01-01T00:00:00", **kw: Any) ->
 
 def test_a_result_becomes_a_compact_history_row() -> None:
     ttt = TimeToTarget(reached=True, epochs_to_target=1.75, evals_per_epoch=8,
-                       eval_samples=list(range(7)), resolution=(
+                       eval_samples=list(range(7)), mid_epoch_from=1, resolution=(
                            "8 evaluations per epoch from epoch 2, one at the end of each "
                            "epoch before it (...)"))
     r = costs.cost_row(_result(time_to_target=ttt))

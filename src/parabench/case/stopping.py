@@ -357,6 +357,7 @@ class TargetTracker:
             "evals_per_epoch": self.parts or None,
             "eval_every_samples": self.every_samples,
             "resolution": self.resolution,
+            "mid_epoch_from": self.mid_from,
             "eval_samples": [e[1] for e in self.evals],
             "eval_quality": [e[3] for e in self.evals],
             "best_quality": self._best(),

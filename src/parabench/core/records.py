@@ -106,6 +106,9 @@ class TimeToTarget(Record):
     evals_per_epoch: int | None = None
     eval_every_samples: int | None = None
     resolution: str = ""
+    #: the epoch (0-based) from which evaluations went between an epoch's parts; the epochs
+    #: before it were evaluated at their ends only (:func:`parabench.case.stopping.mid_epoch_from`)
+    mid_epoch_from: int = 0
     eval_samples: list[int] = field(default_factory=list)
     eval_quality: list[float | None] = field(default_factory=list)
     best_quality: float | None = None

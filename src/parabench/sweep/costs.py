@@ -24,7 +24,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -63,13 +62,6 @@ def history_path() -> Path | None:
     return None if root is None else root / FILE
 
 
-def _mid_from(resolution: str) -> int:
-    """The epoch (0-based) from which a time-to-target case evaluated between parts, read
-    from its ``resolution`` (:func:`parabench.case.stopping.resolution`); 0: every epoch."""
-    m = re.search(r"per epoch from epoch (\d+)", resolution or "")
-    return int(m.group(1)) - 1 if m else 0
-
-
 def cost_row(r: Result) -> dict[str, Any] | None:
     """The history line of ``r``; None unless it finished ok with ``wall_parts``."""
     if r.status != "ok" or not r.wall_parts or not r.wall_s:
@@ -92,7 +84,7 @@ def cost_row(r: Result) -> dict[str, Any] | None:
         "parts": {k: round(v, 4) for k, v in r.wall_parts.items()},
         "epochs_run": len(r.epoch_s), "trained": round(trained, 4), "evals": evals,
         "per_epoch": ttt.evals_per_epoch if ttt is not None else None,
-        "mid_from": _mid_from(ttt.resolution) if ttt is not None else 0,
+        "mid_from": ttt.mid_epoch_from if ttt is not None else 0,
         "reach": (ttt.epochs_to_target if ttt is not None and ttt.reached else None),
         "held": ttt.converged_epochs if ttt is not None else None,
         "windows": len(r.window_s), "samples_per_epoch": r.samples_per_epoch,

@@ -124,11 +124,18 @@ def first_reach_epoch(workload: str, profile: str, target: float,
     """The first epoch (1-based) at whose end any of serial's measured seeds had reached
     ``target`` (``quality_targets.json``'s curves of ``workload`` at ``profile``); None where
     nobody measured the curves or no seed reached it within them."""
+    return min((e for e in _reach_epochs(workload, profile, target, higher_is_better)
+                if e is not None), default=None)
+
+
+def _reach_epochs(workload: str, profile: str, target: float,
+                  higher_is_better: bool) -> list[int | None]:
+    """Per measured seed of ``workload`` at ``profile``: the first epoch (1-based) at whose
+    end its quality reached ``target``, None where it never did; empty where unmeasured."""
     entry = table().get(workload, {}).get(profile)
-    firsts = [epoch for curve in (entry or {}).get("curves") or []
-              for epoch, q in enumerate(curve, start=1)
-              if q is not None and (q >= target if higher_is_better else q <= target)]
-    return min(firsts, default=None)
+    return [next((i for i, q in enumerate(curve, start=1) if q is not None
+                  and (q >= target if higher_is_better else q <= target)), None)
+            for curve in (entry or {}).get("curves") or [] if curve]
 
 
 @dataclass(frozen=True)
@@ -165,9 +172,6 @@ def epochs_to_target(workload: str, profile: str, target: float,
     curves = [c for c in (entry or {}).get("curves") or [] if c]
     if not curves:
         return None
-
-    def first(curve: list[float | None]) -> int:
-        return next((i + 1 for i, q in enumerate(curve) if q is not None
-                     and (q >= target if higher_is_better else q <= target)), len(curve))
-
-    return float(np.median([first(c) for c in curves]))
+    firsts = _reach_epochs(workload, profile, target, higher_is_better)
+    return float(np.median([len(c) if e is None else e
+                            for c, e in zip(curves, firsts, strict=True)]))

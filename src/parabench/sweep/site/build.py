@@ -84,6 +84,11 @@ class ReportData:
     #: where the cases' wall time went (:func:`parabench.analysis.wall.wall_table`)
     wall: list[tuple[str, str, float, float]] = field(default_factory=list)
 
+    @property
+    def wall_total(self) -> float:
+        """The cases' wall time the ``wall`` table splits, seconds."""
+        return sum(seconds for _, _, seconds, _ in self.wall)
+
     def recommendation_lines(self) -> list[str]:
         if not self.recommendations:
             return ["No case finished ok: nothing to recommend (see the failures below)."]

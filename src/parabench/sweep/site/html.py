@@ -121,10 +121,10 @@ def _problems(data: ReportData) -> str:
 def _wall(data: ReportData) -> str:
     if not data.wall:
         return ""
-    whole = sum(seconds for _, _, seconds, _ in data.wall)
     rows = "".join(f"<tr><td>{escape(name)}</td><td>{seconds:.1f}</td><td>{share:.0%}</td>"
                    f"<td>{escape(what)}</td></tr>" for name, what, seconds, share in data.wall)
-    return (f"<h2>Where the time went</h2><p>The cases' wall time, {whole:.1f} s in all:</p>"
+    return (f"<h2>Where the time went</h2>"
+            f"<p>The cases' wall time, {data.wall_total:.1f} s in all:</p>"
             f"<table><tr><th>part</th><th>seconds</th><th>share</th><th>what it holds</th>"
             f"</tr>{rows}</table>")
 
