@@ -158,6 +158,12 @@ class Session(ABC):
     def evaluate(self) -> float:
         """The workload's quality metric on held-out data."""
 
+    def keep_final_weights(self) -> None:  # noqa: B027 - optional hook: most keep nothing
+        """After the final evaluation, before the speed windows (which train on): keep what
+        parity needs of the weights that evaluation scored (the torch sessions' final weight
+        digest). Called once per case, so the per-part evaluations of time-to-target mode
+        do not pay for it."""
+
     def close(self) -> None:  # noqa: B027 - optional hook: most sessions hold nothing to free
         """Release everything ``start`` acquired. Must be safe to call twice or after errors."""
 

@@ -242,17 +242,14 @@ class CaseLifecycle:
         return max(2, int(env)) if env.isdigit() else None
 
     def windows_wanted(self) -> int:
-        """Steady windows: :meth:`windows_asked`, else WINDOWS (then more while the CI is
-        wide, see CI_TARGET)."""
+        """Steady windows: :meth:`windows_asked`, else WINDOWS (more while wide: CI_TARGET)."""
         asked = self.windows_asked()
         return WINDOWS if asked is None else asked
 
     def ci_wide(self) -> bool:
         """Whether the steady windows' median CI is wider than CI_TARGET (either side)."""
         rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
-        if len(rates) < 2:
-            return True
-        pct = ci_half_pct(statistics.median(rates), median_ci(rates))
+        pct = ci_half_pct(statistics.median(rates), median_ci(rates)) if len(rates) > 1 else None
         return pct is None or pct > 100 * CI_TARGET
 
     def measure_windows(self, say: Say | None = None) -> None:
@@ -294,12 +291,15 @@ class CaseLifecycle:
 
     def final_quality(self, tracker: TargetTracker | None = None,
                       say: Say | None = None) -> tuple[float | None, float]:
-        """(quality, eval_s): the tracker's last evaluation if it made one, else evaluate."""
+        """(quality, eval_s): the tracker's last evaluation if it made one, else evaluate;
+        then the session keeps the weights scored (``Session.keep_final_weights``)."""
         if tracker is not None and tracker.eval_s:  # the last epoch's evaluation is final
-            return tracker.last_quality, tracker.eval_s[-1]
-        if say is not None:
-            say("evaluating")
-        return self.evaluate()
+            final = tracker.last_quality, tracker.eval_s[-1]
+        else:
+            (say or (lambda _msg: None))("evaluating")
+            final = self.evaluate()
+        self._started().keep_final_weights()
+        return final
 
     def close(self) -> None:
         """Close the session (safe to call again, and after any error)."""

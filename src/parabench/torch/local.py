@@ -121,12 +121,16 @@ class LocalTorchSession(Session):
 
             self.trace = merge_trace([self.loop.trace_piece])
 
-    def evaluate(self) -> float:
-        from parabench.torch.loop import predict, weight_digest
+    def keep_final_weights(self) -> None:
+        from parabench.torch.loop import weight_digest
         from parabench.torch.session import with_final_digest
 
-        if self.loop.digest_fn is not None:  # the weights this evaluation scores
+        if self.loop.digest_fn is not None:  # the weights the final evaluation scored
             self.trace = with_final_digest(self.trace, weight_digest(self.case.model.state_dict()))
+
+    def evaluate(self) -> float:
+        from parabench.torch.loop import predict
+
         with self.case.evaluating():  # apart from training's GPU peak
             outputs = predict(self.loop.model, self.x_test).to(self.y_test.device)
         self.peak_gpu_mb()  # per-device peaks into notes while the result still reads them

@@ -9,7 +9,7 @@ Usage::
     stats = loop.train_epoch(epoch, indices)   #   components; or only this rank's shard
     stats = loop.train_epoch(-1, window_order(n, seed, w, steps * bs))  # a speed window
     stats = loop.train_epoch(epoch, span=part_span(n, bs, 1, 4))  # an epoch's second quarter
-    outputs = predict(model, x_test, batch_size=1024)
+    outputs = predict(model, x_test)           # in chunks: PREDICT_CHUNK by x's device
 
 The timed region holds exactly what a hand-written loop would: produce the epoch's sample
 order, fetch each batch, forward, backward, step. Per-step losses stay on the device and are
@@ -357,7 +357,18 @@ def _mean_loss(losses: list[torch.Tensor], n: int, batch_size: int) -> float:
     return float((torch.stack(losses).float().cpu() * weights).sum() / n)
 
 
+#: held-out samples per forward pass of :func:`predict`, by the device type of ``x``: on a CPU
+#: a large batch falls out of the caches (cnn tiny's 720 held-out images: 0.34 s in chunks of
+#: 128, 0.57 s in one of 1,024; docs/measurements.md), a GPU wants the big one
+PREDICT_CHUNK = {"cpu": 128}
+PREDICT_CHUNK_DEFAULT = 1024
+
+
 @torch.no_grad()
-def predict(model: torch.nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+def predict(model: torch.nn.Module, x: torch.Tensor, batch_size: int | None = None) -> torch.Tensor:
+    """``model``'s outputs on ``x`` in eval mode, ``batch_size`` samples per forward pass
+    (None: :data:`PREDICT_CHUNK` for ``x``'s device): a speed choice, as in eval mode no
+    output depends on the others in its chunk (up to floating-point rounding)."""
     model.eval()
-    return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+    size = batch_size or PREDICT_CHUNK.get(x.device.type, PREDICT_CHUNK_DEFAULT)
+    return torch.cat([model(x[i : i + size]) for i in range(0, len(x), size)])

@@ -102,8 +102,8 @@ def merge_trace(pieces: Sequence[dict[str, Any] | None]) -> dict[str, Any] | Non
 
 def with_final_digest(trace: dict[str, Any] | None,
                       digest: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``trace`` with the digest of the weights the held-out evaluation scored (the last
-    evaluation's: in time-to-target mode, every epoch's evaluation replaces it)."""
+    """``trace`` with the digest of the weights the final held-out evaluation scored
+    (:meth:`~parabench.method.Session.keep_final_weights`)."""
     if trace is None or not digest:
         return trace
     from parabench.torch.loop import digest_coverage
@@ -192,11 +192,13 @@ class DistributedTorchSession(Session):
 
     def evaluate(self) -> float:
         value = self.pool.call("evaluate")[0]
+        self._collect_peaks()
+        return float(value)
+
+    def keep_final_weights(self) -> None:
         if self.trace is not None and hasattr(resolve_program(self.program), "digest"):
             # the weights just scored (a collective under FSDP and pipeline: every rank)
             self.trace = with_final_digest(self.trace, self.pool.call("digest")[0])
-        self._collect_peaks()
-        return float(value)
 
     def _collect_peaks(self) -> None:
         if self.config.device == "cuda" and self.pool is not None and self.pool.running:
