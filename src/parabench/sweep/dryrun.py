@@ -39,6 +39,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from parabench.case.result import Result
@@ -183,38 +184,22 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     model = None
     if rows:
         model = CostModel.fit(rows, machine or this_machine(), declared=declared_for)
-    if model is None or not model.rows:
-        return _describe_declared(cases, previous, resume)
+    estimator = (_Modelled(model) if model is not None and model.rows
+                 else _Earlier.of(previous))
     done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
     lines, total, guessed, runs = [], 0.0, 0, 0
-    seen = f"model: {len(model.rows)} case(s) of this machine"
     for case in cases:
-        c = case.config
         if (line := _not_run(case, done)) is not None:
             lines.append(line)
             continue
-        est = model.estimate(planned(c))
-        what = seen + (f", {est.same} of this case" if est.same else "")
-        if est.guessed:
-            guessed += 1
-            what += "; guessed: " + ", ".join(_SHOWN[g] for g in est.guessed)
-            if fallback := undeclared(c):
-                what += f"; {fallback}"
-        total += est.seconds
-        runs += 1
-        lines.append(f"  run   {c.label()}  ~{_clock(est.seconds)}{'?' if est.guessed else ''}"
-                     f" ({what})")
-    if runs:
-        total += SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * runs
+        seconds, how, was_guessed = estimator.estimate(case.config)
+        total, runs, guessed = total + seconds, runs + 1, guessed + was_guessed
+        lines.append(f"  run   {case.config.label()}  {how}")
+    total += estimator.overhead(runs)
     skipped = sum(1 for c in cases if c.skip_reason is not None)
-    err = model.error()
-    spread = (f" ± {err.median * 100:.0f} % (leave-one-out over {err.n} recorded cases of "
-              "this machine)" if err is not None else
-              " ± ? (1 recorded case of this machine: too few to measure the error)")
-    note = (f"; {guessed} partly guessed (marked ?), which that error does not cover"
-            if guessed else "")
+    note = estimator.note(runs, guessed) if runs else ""
     lines.append(f"\n{len(cases)} case(s) planned: {runs} to run, {skipped} skipped; "
-                 f"estimated {_clock(total)}{spread if runs else ''}{note}. Nothing was run.")
+                 f"estimated {_clock(total)}{note}. Nothing was run.")
     return "\n".join(["Planned cases:", *lines])
 
 
@@ -228,38 +213,64 @@ def _not_run(case: Any, done: set) -> str | None:
     return None
 
 
-def _describe_declared(cases: Sequence, previous: Sequence[Result], resume: bool) -> str:
-    """The plan's text where this machine recorded nothing: earlier results of the same
-    cases in ``previous``, else the declared guesses."""
-    history: dict[tuple, list[float]] = defaultdict(list)
-    for r in previous:
-        if r.status == "ok" and r.wall_s:
-            history[CaseId.recorded(r).history].append(r.wall_s)
-    done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
-    lines, total, guessed, runs = [], 0.0, 0, 0
-    for case in cases:
-        c = case.config
-        if (line := _not_run(case, done)) is not None:
-            lines.append(line)
-            continue
-        past = history.get(c.key().history)
-        if past:
-            est, how = statistics.median(past), f"~{_clock(statistics.median(past))}"
-        else:
-            est, fallback = guess_s(c), undeclared(c)
-            how, guessed = f"~{_clock(est)}?", guessed + 1
-            how += f" ({fallback})" if fallback else ""
-        total += est
-        runs += 1
-        lines.append(f"  run   {c.label()}  {how}")
-    skipped = sum(1 for c in cases if c.skip_reason is not None)
-    if guessed == runs:
-        note = "; guessed (no earlier results of these cases in --out)"
-    elif guessed:
-        note = (f"; {guessed} guessed (marked ?), the rest from earlier "
-                "results of the same cases")
-    else:
-        note = "; from earlier results of the same cases"
-    lines.append(f"\n{len(cases)} case(s) planned: {runs} to run, {skipped} skipped; "
-                 f"estimated {_clock(total)}{note if runs else ''}. Nothing was run.")
-    return "\n".join(["Planned cases:", *lines])
+@dataclass
+class _Modelled:
+    """Estimates from the cost model fitted to this machine's recorded cases."""
+
+    model: CostModel
+
+    def estimate(self, c: RunConfig) -> tuple[float, str, bool]:
+        est = self.model.estimate(planned(c))
+        what = (f"model: {len(self.model.rows)} case(s) of this machine"
+                + (f", {est.same} of this case" if est.same else ""))
+        if est.guessed:
+            what += "; guessed: " + ", ".join(_SHOWN[g] for g in est.guessed)
+            if fallback := undeclared(c):
+                what += f"; {fallback}"
+        return (est.seconds, f"~{_clock(est.seconds)}{'?' if est.guessed else ''} ({what})",
+                bool(est.guessed))
+
+    def overhead(self, runs: int) -> float:
+        return SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * runs if runs else 0.0
+
+    def note(self, runs: int, guessed: int) -> str:
+        err = self.model.error()
+        spread = (f" ± {err.median * 100:.0f} % (leave-one-out over {err.n} recorded cases of "
+                  "this machine)" if err is not None else
+                  " ± ? (1 recorded case of this machine: too few to measure the error)")
+        return spread + (f"; {guessed} partly guessed (marked ?), which that error does not "
+                         "cover" if guessed else "")
+
+
+@dataclass
+class _Earlier:
+    """Where this machine recorded nothing: the median wall time of earlier results of the
+    same case in ``--out``, else the declared guesses."""
+
+    history: dict[tuple, list[float]]
+
+    @classmethod
+    def of(cls, previous: Sequence[Result]) -> _Earlier:
+        history: dict[tuple, list[float]] = defaultdict(list)
+        for r in previous:
+            if r.status == "ok" and r.wall_s:
+                history[CaseId.recorded(r).history].append(r.wall_s)
+        return cls(history)
+
+    def estimate(self, c: RunConfig) -> tuple[float, str, bool]:
+        if past := self.history.get(c.key().history):
+            est = statistics.median(past)
+            return est, f"~{_clock(est)}", False
+        est, fallback = guess_s(c), undeclared(c)
+        return est, f"~{_clock(est)}?" + (f" ({fallback})" if fallback else ""), True
+
+    def overhead(self, runs: int) -> float:
+        return 0.0
+
+    def note(self, runs: int, guessed: int) -> str:
+        if guessed == runs:
+            return "; guessed (no earlier results of these cases in --out)"
+        if guessed:
+            return (f"; {guessed} guessed (marked ?), the rest from earlier results of the "
+                    "same cases")
+        return "; from earlier results of the same cases"
