@@ -17,7 +17,8 @@ from parabench.analysis.parity import assess
 from parabench.analysis.parity_text import blind_text, parity_text
 from parabench.analysis.ratios import POWER_Z, SPREAD_FACTOR
 from parabench.case.result import QualityValue, Result
-from parabench.case.stopping import TargetTracker, hold_epochs
+from parabench.case.stopping import hold_epochs
+from parabench.case.tracker import TargetTracker
 from parabench.config import RunConfig
 from parabench.registry import workloads
 from parabench.workloads.quality_targets import (

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from parabench.case.stopping import TargetTracker, mid_epoch_from
+from parabench.case.stopping import mid_epoch_from
+from parabench.case.tracker import TargetTracker
 from parabench.config import RunConfig
 from parabench.method import EpochStats
 from parabench.registry import workloads

@@ -22,14 +22,13 @@ from parabench.case import execute as execute_mod
 from parabench.case.result import Result
 from parabench.case.stopping import (
     DEFAULT_MAX_EPOCHS,
-    TargetTracker,
     default_target,
     fallback_target,
     mid_epoch_from,
-    reached,
     resolve,
     target_source,
 )
+from parabench.case.tracker import TargetTracker, reached
 from parabench.config import ConfigError, RunConfig
 from parabench.method import EpochStats, Method, Session
 from parabench.registry import workloads

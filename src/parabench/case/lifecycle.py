@@ -38,7 +38,7 @@ process once torch has initialised CUDA here (a pool's parent never touches the 
 
 Around each window the energy counters are read (:mod:`parabench.case.energy`), outside the
 session's clock. :meth:`CaseLifecycle.train` is the worker's loop: with a
-:class:`~parabench.case.stopping.TargetTracker` each epoch is trained in the session's parts
+:class:`~parabench.case.tracker.TargetTracker` each epoch is trained in the session's parts
 (:meth:`~parabench.method.Session.epoch_parts`), each followed by a held-out evaluation off
 the clock, and training stops once the target is reached; it returns the CPU efficiency of
 the training (evaluations left out).
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from parabench.case.bootstrap import ci_half_pct, median_ci
 from parabench.case.energy import EnergyMeter
 from parabench.case.parts import Between, checked_samples, train_epoch
-from parabench.case.stopping import TargetTracker
+from parabench.case.tracker import TargetTracker
 from parabench.config import RunConfig
 from parabench.core.clock import Clock, Stopwatch
 from parabench.core.launcher import POOL, Launcher, launching
