@@ -162,10 +162,8 @@ class NoBiasDigestProgram(DDPProgram):
 class StaleOrderProgram(DDPProgram):
     """Every epoch's shard is cut from epoch 0's order (serial reshuffles every epoch)."""
 
-    def shard(self, epoch: int) -> torch.Tensor:
-        from parabench.torch.loop import epoch_order
-
-        return self.share(epoch_order(self.n, self.config.seed, 0))
+    def order(self, epoch: int) -> torch.Tensor:
+        return super().order(0)  # whole epochs and time to target's parts alike
 
 
 class HalfEvalProgram(DDPProgram):

@@ -186,10 +186,14 @@ class DataParallelProgram(ABC):
         """The module ``evaluate`` runs forward on: the workload's model, not its wrapper."""
         return self.inner
 
-    def shard(self, epoch: int) -> torch.Tensor:
+    def order(self, epoch: int) -> torch.Tensor:
+        """Epoch ``epoch``'s global sample order: serial's, whole epochs and parts alike."""
         from parabench.torch.loop import epoch_order
 
-        return self.share(epoch_order(self.n, self.config.seed, epoch))
+        return epoch_order(self.n, self.config.seed, epoch)
+
+    def shard(self, epoch: int) -> torch.Tensor:
+        return self.share(self.order(epoch))
 
     def share(self, order: torch.Tensor) -> torch.Tensor:
         """This rank's samples of a global order: ``[replica::replicas]`` of every global
@@ -235,12 +239,12 @@ class DataParallelProgram(ABC):
         """This rank's share of the global steps :func:`~parabench.torch.loop.part_span` of
         epoch ``epoch``: the parts in order are :meth:`train_epoch`'s steps, share-weighted
         by their index in the epoch."""
-        from parabench.torch.loop import epoch_order, part_span
+        from parabench.torch.loop import part_span
 
         first, last = part_span(self.n, self.batch_size, part, parts)
 
         def run() -> EpochStats:
-            order = epoch_order(self.n, self.config.seed, epoch)
+            order = self.order(epoch)
             mine = self.share(order[first * self.batch_size : last * self.batch_size])
             return self.loop.train_epoch(epoch, indices=mine)
 
