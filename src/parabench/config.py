@@ -133,6 +133,10 @@ class RunConfig:
     #: steady speed windows after the warm-up one; None: ``$PARABENCH_WINDOWS`` or the
     #: lifecycle's WINDOWS (a test suite sets the variable low: it checks, it does not measure)
     windows: int | None = None
+    #: time to target, a method graded exactly: the samples at which serial, run before it in
+    #: this sweep, first reached the target (set by the sweep: parabench.sweep.run.crossing_hint);
+    #: the case evaluates epochs' ends before it and stops there. Not part of ``key``
+    eval_from: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("workload", "method"):
@@ -155,6 +159,8 @@ class RunConfig:
         if self.windows is not None:
             _require_int("windows", self.windows, 2)
         _require_int("repeat", self.repeat, 0)
+        if self.eval_from is not None:
+            _require_int("eval_from", self.eval_from, 1)
         if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
             raise ConfigError(f"timeout_s must be a number of seconds, got {self.timeout_s!r}")
         if not math.isfinite(self.timeout_s) or self.timeout_s <= 0:

@@ -214,7 +214,7 @@ def test_an_unwritable_history_never_fails_a_sweep(
     class Fake:
         name, ordered = "fake", True
 
-        def gather(self, cases, *, workdir, progress):  # type: ignore[no-untyped-def]
+        def gather(self, cases, *, workdir, progress, hint=None):  # type: ignore[no-untyped-def]
             for c in cases:
                 yield c, dataclasses.replace(_result(), workers=c.config.workers,
                                              threads_per_worker=c.config.threads)
@@ -235,7 +235,7 @@ def test_a_sweep_appends_what_it_ran(tmp_path: Path, monkeypatch: pytest.MonkeyP
     class Fake:
         name, ordered = "fake", True
 
-        def gather(self, cases, *, workdir, progress):  # type: ignore[no-untyped-def]
+        def gather(self, cases, *, workdir, progress, hint=None):  # type: ignore[no-untyped-def]
             for c in cases:
                 yield c, _result()
 

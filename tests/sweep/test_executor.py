@@ -45,7 +45,7 @@ class _Fake:
     def __init__(self, *, ordered: bool) -> None:
         self.ordered = ordered
 
-    def gather(self, cases, *, workdir, progress):  # type: ignore[no-untyped-def]
+    def gather(self, cases, *, workdir, progress, hint=None):  # type: ignore[no-untyped-def]
         for c in (cases if self.ordered else reversed(cases)):
             yield c, _fake(c.config)
 

@@ -179,7 +179,8 @@ def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:
                          source=target_source(config.target_quality, workload,
                                               config.profile),
                          hold_epochs=hold_epochs(workload, config),
-                         mid_from=mid_epoch_from(workload, config))
+                         mid_from=mid_epoch_from(workload, config),
+                         eval_from=0 if os.environ.get(EVAL_ALL_PARTS) else config.eval_from or 0)
 
 
 def mid_epoch_from(workload: Workload, config: RunConfig) -> int:

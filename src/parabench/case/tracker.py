@@ -74,8 +74,13 @@ class TargetTracker:
     hold_epochs: int | None = None
     #: whether the last part was evaluated (a held run past the target skips mid-epoch ones)
     evaluated: bool = True
-    #: epochs before this one (0-based) are evaluated at their ends only (:func:`mid_epoch_from`)
+    #: epochs before this one (0-based) are evaluated at their ends only
+    #: (:func:`~parabench.case.stopping.mid_epoch_from`)
     mid_from: int = 0
+    #: serial's crossing in this sweep, for a method graded exactly (``RunConfig.eval_from``):
+    #: before it only epochs' ends are evaluated, and the first evaluation at or past it is
+    #: the last (:attr:`past_crossing`); 0: none
+    eval_from: int = 0
 
     def after_part(self, session: Session, stats: EpochStats, epoch: int, part: int,
                    parts: int) -> bool:
@@ -83,7 +88,8 @@ class TargetTracker:
         trained ``stats`` (timed apart); True when training should stop here. A run held
         past the target, and the epochs before ``mid_from``, are evaluated at their epochs'
         ends only."""
-        ends_only = self.reached_eval is not None or epoch < self.mid_from
+        ends_only = (self.reached_eval is not None or epoch < self.mid_from
+                     or self.samples + stats.samples < self.eval_from)
         self.evaluated = not (ends_only and part < parts - 1)
         if not self.evaluated:
             self.samples += stats.samples
@@ -94,7 +100,7 @@ class TargetTracker:
         self.eval_s.append(watch.seconds())
         self.eval_cpu_s += tree_cpu_seconds(os.getpid()) - cpu0
         if not self.resolution:
-            self.resolution = resolution(session, parts, self.mid_from)
+            self.resolution = resolution(session, parts, self.mid_from, self.eval_from)
             self.every_samples = round(session.samples_per_epoch / parts) or None
         self.record(value, epoch=epoch, part=part, parts=parts, samples=stats.samples,
                     seconds=stats.seconds)
@@ -116,10 +122,17 @@ class TargetTracker:
     @property
     def stop(self) -> bool:
         """Whether training stops: the target was reached (and the held epochs are done),
-        or more epochs cannot help."""
+        serial's crossing was evaluated (``eval_from``), or more epochs cannot help."""
         if self.reached_eval is not None:
             return self.hold_epochs is None or len(self.qualities) >= self.hold_epochs
-        return not self.epochs_improve and bool(self.evals)
+        return (not self.epochs_improve and bool(self.evals)) or self.past_crossing
+
+    @property
+    def past_crossing(self) -> bool:
+        """Whether an evaluation at or past serial's crossing (``eval_from``) was made: a
+        method with serial's mathematics is at the target there, so one that is not stops
+        where serial did, and parity compares the two at the same samples."""
+        return bool(self.eval_from and self.evals and self.evals[-1][1] >= self.eval_from)
 
     def status_line(self) -> str:
         """One progress line about the evaluation just made (:data:`QUALITY_LINE`); "" when
@@ -139,6 +152,8 @@ class TargetTracker:
             return f"{line}: reached, stopping early"
         if not self.epochs_improve:
             return f"{line}: not reached, and every epoch refits the same model: stopping"
+        if self.past_crossing:
+            return f"{line}: not reached where serial was ({self.eval_from} samples): stopping"
         return line
 
     @property
@@ -180,6 +195,10 @@ class TargetTracker:
             out["stopped_early"] = hit[0] < max_epochs
         elif not self.epochs_improve and self.evals:
             out["reason"] = "not reached: every epoch refits the same model"
+        elif self.past_crossing:
+            out["reason"] = (f"not reached where serial was ({self.eval_from:,} samples), where "
+                             "serial's mathematics is at the target: stopped there")
+            out["stopped_at_crossing"] = self.evals[-1][0]
         else:
             out["reason"] = f"not reached in {len(self.qualities)} epochs"
         return out
@@ -191,9 +210,15 @@ class TargetTracker:
         return max(known) if self.higher_is_better else min(known)
 
 
-def resolution(session: Session, parts: int, mid_from: int = 0) -> str:
+def resolution(session: Session, parts: int, mid_from: int = 0, eval_from: int = 0) -> str:
     """How finely ``session`` resolves when the target was reached, in words (``mid_from``:
-    :func:`mid_epoch_from`)."""
+    :func:`~parabench.case.stopping.mid_epoch_from`; ``eval_from``:
+    :attr:`TargetTracker.eval_from`)."""
+    if parts > 1 and eval_from:
+        return (f"evaluated at the end of each epoch and at serial's crossing in this sweep "
+                f"({eval_from:,} samples; {parts} parts per epoch), where it stops: a method "
+                f"graded exactly trains serial's mathematics, so it is at the target there, "
+                f"and parity compares the two at the same samples")
     if parts > 1 and mid_from:
         return (f"{parts} evaluations per epoch from epoch {mid_from + 1}, one at the end of "
                 f"each epoch before it (serial's measured seeds first reached the target at "

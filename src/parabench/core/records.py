@@ -118,15 +118,18 @@ class TimeToTarget(Record):
     #: (the converged check: :mod:`parabench.analysis.target_parity`); its quality after that epoch
     converged_epochs: int | None = None
     converged_quality: float | None = None
+    #: a method graded exactly that was not at the target at serial's crossing in the sweep
+    #: (``RunConfig.eval_from``) stops there: the epochs it had trained (fractional)
+    stopped_at_crossing: float | None = None
 
     @property
     def stopped_at(self) -> float | None:
-        """The epochs trained when training stopped at the target (fractional where that was
-        between the parts of an epoch); None where it did not stop there (not reached, or
-        held past it to whole epochs)."""
+        """The epochs trained when training stopped at the target, or at serial's crossing
+        (fractional where that was between the parts of an epoch); None where it did not stop
+        there (not reached, or held past it to whole epochs)."""
         if self.reached and self.converged_epochs is None:
             return self.epochs_to_target
-        return None
+        return self.stopped_at_crossing
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,15 +21,19 @@ third (Dask, Ray) implements :class:`Executor` and is passed to ``run_grid``.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from parabench.case.isolate import prepare, run_isolated
 from parabench.case.result import Result
+from parabench.config import RunConfig
 from parabench.core.prestart import prestarted
 from parabench.sweep.grid import Case
 from parabench.sweep.progress import Progress
+
+#: what the runner may change in a case's config just before it starts
+Hint = Callable[[RunConfig], RunConfig]
 
 
 class Executor(Protocol):
@@ -38,11 +42,13 @@ class Executor(Protocol):
     name: str
     ordered: bool
 
-    def gather(self, cases: Sequence[Case], *, workdir: Path, progress: Progress
-               ) -> Generator[tuple[Case, Result], None, None]:
+    def gather(self, cases: Sequence[Case], *, workdir: Path, progress: Progress,
+               hint: Hint | None = None) -> Generator[tuple[Case, Result], None, None]:
         """Run ``cases`` (all runnable, none recorded yet); yield each with its raw result
         (not yet graded), saying on ``progress`` what runs. Closing the iterator early
-        (Ctrl-C, SIGTERM) stops what is running."""
+        (Ctrl-C, SIGTERM) stops what is running. ``hint``, where the executor starts a case
+        after the results before it were recorded (``ordered``), is applied to its config
+        just before it starts (:func:`parabench.sweep.run.crossing_hint`)."""
         ...
 
 
@@ -52,8 +58,8 @@ class LocalExecutor:
     name = "local"
     ordered = True
 
-    def gather(self, cases: Sequence[Case], *, workdir: Path, progress: Progress
-               ) -> Generator[tuple[Case, Result], None, None]:
+    def gather(self, cases: Sequence[Case], *, workdir: Path, progress: Progress,
+               hint: Hint | None = None) -> Generator[tuple[Case, Result], None, None]:
         # cases forked from interpreters that imported torch once (core.prestart, opt-in),
         # ended with the sweep
         with prestarted():
@@ -61,5 +67,6 @@ class LocalExecutor:
             for case in cases:
                 label = case.config.label()
                 progress.show(label)
-                yield case, run_isolated(case.config, workdir=workdir,
+                config = hint(case.config) if hint is not None else case.config
+                yield case, run_isolated(config, workdir=workdir,
                                          on_tick=lambda line, lb=label: progress.show(lb, line))

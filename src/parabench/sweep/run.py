@@ -34,13 +34,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from parabench.analysis.figures import group_key, median_times, seconds_per_sample
-from parabench.analysis.parity import assess
+from parabench.analysis.parity import assess, work_options
 from parabench.analysis.ratios import is_baseline, ratios
 from parabench.case.audit import audited
 from parabench.case.execute import skipped
 from parabench.case.result import Result, append_result, read_results
+from parabench.config import ConfigError, RunConfig
 from parabench.core.tempdirs import runner_tempdir
-from parabench.registry import workloads
+from parabench.identity import CaseId, baseline_of
+from parabench.registry import methods, workloads
 from parabench.sweep.costs import append_costs
 from parabench.sweep.executor import Executor, LocalExecutor
 from parabench.sweep.plan import Case, Grid, plan
@@ -113,6 +115,36 @@ def resumable(previous: Iterable[Result], names: Collection[str],
     return done
 
 
+def crossing_hint(config: RunConfig, baselines: Sequence[Result]) -> RunConfig:
+    """``config`` with ``eval_from``: serial's crossing, where this is a time-to-target case
+    graded exactly and its baseline ran before it in this sweep (``baselines``, the newest
+    first: the same device, training and target, none of :func:`work_options`) and reached
+    the target. Such a method trains serial's mathematics, so it is at the target exactly
+    there: it skips the evaluations between the parts of an epoch before it and stops there,
+    where parity compares it with serial at the same samples
+    (:attr:`~parabench.case.tracker.TargetTracker.eval_from`). Else ``config`` unchanged."""
+    if (config.target_quality is None or is_baseline(config.method)
+            or config.method not in methods or config.workload not in workloads):
+        return config
+    grading = methods.get(config.method).grading(workloads.get(config.workload), config)
+    if grading.kind != "exact":
+        return config
+    slot, name = CaseId.of(config).parity_slot, baseline_of(config.method)
+    for b in baselines:
+        hit = b.time_to_target
+        if (b.method != name or b.status != "ok" or b.device != config.device or hit is None
+                or not hit.reached or not hit.samples_to_target or work_options(b)
+                or (b.config or {}).get("target_quality") != config.target_quality):
+            continue
+        try:
+            planned = RunConfig.from_dict(dict(b.config))
+        except (ConfigError, TypeError):  # a result of an older format: no hint from it
+            continue
+        if CaseId.of(planned).parity_slot == slot:
+            return config.replace(eval_from=int(hit.samples_to_target))
+    return config
+
+
 def run_grid(
     grid: Grid,
     *,
@@ -178,7 +210,8 @@ def run_grid(
         finish(*item)
     # removed on every exit (stale ones of dead runners too)
     with runner_tempdir() as tmp:
-        finished = executor.gather(to_run, workdir=tmp, progress=progress)
+        finished = executor.gather(to_run, workdir=tmp, progress=progress,
+                                   hint=lambda config: crossing_hint(config, baselines))
         try:
             for case, result in finished:
                 release.arrive(where[id(case)], result, ran=True)

@@ -54,6 +54,7 @@ from typing import Any
 from parabench.case.execute import skipped
 from parabench.case.result import Result
 from parabench.config import RunConfig
+from parabench.sweep.executor import Hint
 from parabench.sweep.grid import Case
 from parabench.sweep.progress import Progress
 from parabench.sweep.slurm_queue import ACTIVE, JobEnd, cancel, job_end, queued_states
@@ -240,8 +241,10 @@ class SlurmExecutor:
         self.folder = Path(options.folder or f"{out}.slurm").resolve()
         self.resume = resume
 
-    def gather(self, cases: Sequence[Case], *, workdir: Path, progress: Progress
-               ) -> Generator[tuple[Case, Result], None, None]:
+    def gather(self, cases: Sequence[Case], *, workdir: Path, progress: Progress,
+               hint: Hint | None = None) -> Generator[tuple[Case, Result], None, None]:
+        """Submit every case at once (``hint`` is not applied: no result is recorded before
+        the jobs are submitted), then yield each as its job ends."""
         import submitit  # the slurm extra
 
         from parabench.sweep.slurm_job import run_case, run_case_across
