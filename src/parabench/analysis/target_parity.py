@@ -56,7 +56,8 @@ def reach_verdict(result: Result, base: Result) -> dict[str, Any] | None:
     if (mine is None or theirs is None or mine.target is None or not theirs.reached
             or mine.target != theirs.target or mine.higher_is_better != theirs.higher_is_better):
         return None
-    power = reach_power(result.workload, result.profile, mine.target, mine.higher_is_better)
+    power = reach_power(result.workload, result.profile, mine.target, mine.higher_is_better,
+                        *_data_device(result))
     out: dict[str, Any] = {
         "basis": "target", "status": "ok" if mine.reached else "failed",
         "detectable_loss": power.loss if power else None,
@@ -76,7 +77,7 @@ def converged_verdict(result: Result) -> dict[str, Any] | None:
     quality after the table's epochs against serial's there (median over the table's seeds),
     within :data:`SPREAD_FACTOR` of their spread; the power is one run against that median."""
     ttt = result.time_to_target
-    ref = converged_reference(result.workload, result.profile)
+    ref = converged_reference(result.workload, result.profile, *_data_device(result))
     if ttt is None or ttt.converged_quality is None or ref is None:
         return None
     hib = ttt.higher_is_better
@@ -98,3 +99,8 @@ def converged_verdict(result: Result) -> dict[str, Any] | None:
             f"{-gap:.4g} below serial's median {ref.median:.4g} ({ref.seeds} seeds), more "
             f"than the tolerance {tol:.3g} ({SPREAD_FACTOR:g}x serial's spread)"))
     return out
+
+
+def _data_device(result: Result) -> tuple[str | None, str | None]:
+    """The ``--data-dir`` and device ``result`` ran on: which calibrated entry describes it."""
+    return (result.config or {}).get("options", {}).get("data_dir"), result.device
