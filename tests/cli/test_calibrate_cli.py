@@ -64,3 +64,32 @@ def test_calibrate_then_run_to_the_calibrated_target(tmp_path: Path) -> None:
     assert fedavg.detectable_loss is not None  # a stated power, from the calibrated seeds
     row = next(line for line in run.stdout.splitlines() if line.startswith("fedavg"))
     assert "ok, blind <" in row
+
+
+def test_calibrate_dry_run_estimates_and_runs_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from parabench.cli import main
+
+    monkeypatch.setenv("PARABENCH_TARGETS", "")  # restored after: --targets sets it
+    store = tmp_path / "T.json"
+    assert main(["calibrate", "--workload", "mlp", "--profile", "tiny", "--seeds", "2",
+                 "--targets", str(store), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("mlp/serial cpu w=1 t=1") == 2 and "Nothing was run." in text
+    assert "estimated " in text and not store.exists()
+
+
+def test_a_run_without_an_entry_names_the_calibrate_command_and_goes_on(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """mlp has no entry at quick but a fallback target: the run says which calibration would
+    make one and what it would cost, then plans on (here: a dry run)."""
+    from parabench.cli import main
+
+    monkeypatch.delenv("PARABENCH_TARGETS", raising=False)
+    assert main(["run", "--workload", "mlp", "--method", "serial", "--profile", "quick",
+                 "--target-quality", "--dry-run", "--out", "/dev/null"]) == 0
+    out = capsys.readouterr().out
+    assert ("parabench: no measured target for mlp at quick; `parabench calibrate --workload "
+            "mlp --profile quick --seeds 3` measures one (about ") in out
+    assert "this run trains mlp to the fallback target" in out and "Planned cases:" in out

@@ -97,7 +97,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="time-to-accuracy mode: evaluate up to 8 times an epoch (off the "
                         "clock), stop when held-out quality reaches Q (<= Q for lower-is-better "
                         "metrics); 'default' or the bare flag: serial's measured quality per "
-                        "workload and profile (quality_targets.json; else 0.97 x its "
+                        "workload and profile (--targets FILE, the user's calibrated store, then "
+                        "quality_targets.json; else 0.97 x its "
                         "quick-profile quality, said so). Without it or --epochs, a workload "
                         "with a measured target at the profile is run to that target anyway")
     p.add_argument("--max-epochs", type=positive_int, default=None,

@@ -17,7 +17,10 @@ budget (:mod:`parabench.case.stopping` reads it). The figures are measured, neve
 live in ``quality_targets.json`` beside this module (shipped as package data), written by
 ``scripts/quality_targets.py``, which records for every entry the per-seed figures and
 curves, the seeds, the epochs, the percentile and how it was computed, and the command and
-date that produced it (the figures themselves: ``docs/measurements.md``).
+date that produced it (the figures themselves: ``docs/measurements.md``). Before that table,
+every reader here looks in the user's calibrated stores (:func:`find`:
+:mod:`parabench.workloads.targetstore`, written by ``parabench calibrate``), whose entries
+are for the current code, the data and the device; each ``source`` names where it read.
 
 The same entries are time-to-target mode's quality reference for a statistical method
 (:mod:`parabench.analysis.target_parity`). Such a case trains on past the target to the
