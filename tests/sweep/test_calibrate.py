@@ -160,11 +160,13 @@ def test_the_lookup_order_is_targets_then_user_store_then_shipped(
 def test_an_interrupted_calibration_keeps_its_seeds_and_resumes(tmp_path: Path) -> None:
     partial = tmp_path / "T.json.partial.json"
     ran: list[int] = []
+    interrupted: list[int] = []
 
     def fake(workload: str, profile: str, seed: int, epochs: int, *rest: Any) -> dict:
-        if seed == 1 and 1 not in ran:
+        if seed == 1 and not interrupted:
             ran.append(seed)
-            raise KeyboardInterrupt  # Ctrl-C during seed 1
+            interrupted.append(seed)
+            raise KeyboardInterrupt  # Ctrl-C during seed 1, the first time
         ran.append(seed)
         q = 0.8 + 0.01 * seed
         return {"final": q, "curve": [q - 0.2, q, q], "evals": [[100, q]],

@@ -113,7 +113,7 @@ def _data_device(result: Result) -> tuple[str | None, str | None]:
 
 def _no_power(result: Result) -> str:
     """Why a reaching verdict without measured curves states no power, and what would."""
-    command = calibrate_command(result.workload, result.profile, _data_device(result)[0])
+    command = calibrate_command(result.workload, result.profile, *_data_device(result))
     return (f"power unknown: no calibrated curves for {result.workload} at {result.profile}, "
             "and this run's one serial seed stopped at the target, which does not show how far "
             f"above it serial's curve goes (`{command}` measures them)")

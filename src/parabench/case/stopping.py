@@ -101,8 +101,8 @@ def default_target(workload: Workload, profile: str, data_dir: str | None = None
     """(target, where from): the measured one (:func:`quality_target`), else the fallback."""
     if (entry := quality_target(workload.name, profile, data_dir, device)) is not None:
         return entry.value, entry.source
-    return fallback_target(workload), (f"{missing_reason(workload.name, profile, data_dir)}: "
-                                       f"using {TARGET_FRACTION:g} x quick reference")
+    why = missing_reason(workload.name, profile, data_dir, device)
+    return fallback_target(workload), f"{why}: using {TARGET_FRACTION:g} x quick reference"
 
 
 def resolve(rule: StoppingRule, workload: Workload, profile: str,

@@ -18,6 +18,7 @@ power the chosen number of seeds gives. ``--dry-run`` estimates the cost and run
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shlex
 from collections.abc import Callable
@@ -81,10 +82,10 @@ def calibration_hints(args: argparse.Namespace, profile_of: Callable[[Any], str]
         wl = workloads.get(name)
         data_dirs = (given if isinstance(given, list) else [given]) if (
             given and "data_dir" in wl.options) else [None]
-        for data_dir in data_dirs:
-            if quality_target(name, profile, data_dir) is not None:
+        for data_dir, device in itertools.product(data_dirs, args.device or [None]):
+            if quality_target(name, profile, data_dir, device) is not None:
                 continue
-            hint = (f"{missing_reason(name, profile, data_dir)} (about "
+            hint = (f"{missing_reason(name, profile, data_dir, device)} (about "
                     f"{_clock(guessed_s(name, profile, 3, data_dir=data_dir))}, guessed)")
             if wl.reference_quality is None:
                 raise UsageError(f"{hint}; then run this again, or give --target-quality Q")

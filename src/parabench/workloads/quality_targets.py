@@ -98,21 +98,23 @@ def quality_target(workload: str, profile: str, data_dir: str | None = None,
 
 
 def calibrate_command(workload: str, profile: str, data_dir: str | None = None,
-                      seeds: int = 3) -> str:
+                      device: str | None = None, seeds: int = 3) -> str:
     """The ``parabench calibrate`` command that measures an entry for ``workload`` (into the
     ``--targets FILE`` store this run reads, where it names one)."""
     data = f" --data-dir {data_dir}" if data_dir else ""
+    data += f" --device {device}" if device not in (None, "cpu") else ""
     store = f" --targets {os.environ[ENV]}" if os.environ.get(ENV) else ""
     return (f"parabench calibrate --workload {workload} --profile {profile}{data} "
             f"--seeds {seeds}{store}")
 
 
-def missing_reason(workload: str, profile: str, data_dir: str | None = None) -> str:
+def missing_reason(workload: str, profile: str, data_dir: str | None = None,
+                   device: str | None = None) -> str:
     """What a default target says when :func:`quality_target` has nothing."""
-    stale = lookup(workload, profile, data_dir).stale
+    stale = lookup(workload, profile, data_dir, device).stale
     return (f"no measured target for {workload} at {profile}"
             f"{' on ' + str(data_dir) if data_dir else ''}{'; ' + stale if stale else ''}; "
-            f"`{calibrate_command(workload, profile, data_dir)}` measures one")
+            f"`{calibrate_command(workload, profile, data_dir, device)}` measures one")
 
 
 @dataclass(frozen=True)
