@@ -117,6 +117,8 @@ def test_an_entry_is_for_its_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert quality_target("mlp", "tiny", data_dir=str(mine)).value == 0.7
     assert quality_target("mlp", "tiny", data_dir=str(other)) is None  # nor the shipped one
     assert quality_target("mlp", "tiny").value != 0.7  # synthetic data: the shipped table
+    (mine / "x.txt").write_text("edited")  # the same folder, other contents: another data set
+    assert quality_target("mlp", "tiny", data_dir=str(mine)) is None
 
 
 def test_writing_replaces_the_matching_entry_atomically(tmp_path: Path,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from parabench.cache import cache_dir
+from parabench.cache import cache_dir, cached_json
 
 #: the environment variable that names the ``--targets FILE`` store (set by the CLI)
 ENV = "PARABENCH_TARGETS"
@@ -62,15 +62,23 @@ def store_paths() -> list[Path]:
 
 def data_fingerprint(data_dir: str | Path | None) -> str | None:
     """None for synthetic data; else a hash of the files under ``data_dir`` (or the file):
-    their relative names, sizes and contents."""
+    their relative names, sizes and contents. The contents are read once per listing (names,
+    sizes, modification times), then kept in the cache (:func:`parabench.cache.cached_json`)."""
     if data_dir is None:
         return None
-    root = Path(data_dir).expanduser()
+    root = Path(data_dir).expanduser().resolve()
     files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    names = [str(p.relative_to(root)) if root.is_dir() else p.name for p in files]
+    listing = [(n, p.stat().st_size, p.stat().st_mtime_ns)
+               for n, p in zip(names, files, strict=True)]
+    key = {"root": str(root), "listing": hashlib.sha256(repr(listing).encode()).hexdigest()}
+    return cached_json("data-fingerprint", key, lambda: _content_hash(files, listing))
+
+
+def _content_hash(files: list[Path], listing: list[tuple[str, int, int]]) -> str:
     h = hashlib.sha256()
-    for path in files:
-        h.update(f"{path.relative_to(root) if root.is_dir() else path.name}\0"
-                 f"{path.stat().st_size}\0".encode())
+    for path, (name, size, _) in zip(files, listing, strict=True):
+        h.update(f"{name}\0{size}\0".encode())
         with path.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
