@@ -8,14 +8,14 @@ Usage::
     python scripts/quality_targets.py --profile tiny --epochs 24 --seeds 20 --workload mlp
 
 For each workload it runs ``serial`` (1 worker, 1 thread) once per seed through the real
-harness (:func:`parabench.sweep.run.run_grid`: each case isolated, as ``parabench run``
-does), for the profile's epoch budget (:data:`BUDGET`: 8 epochs at every profile, below the
-CLI's default ``--max-epochs``, so the default target run can reach what is measured here; an
-estimator, which refits the same model every epoch, is measured at 1 epoch: one fit). Where 8
-epochs are not yet a plateau, measure it with a longer ``--epochs`` (mlp tiny: 24): the entry
-records its budget, and ``parabench run``'s default ``--max-epochs`` rises to it for that
-workload. Each
-case runs in time-to-target mode against an unreachable target, so it evaluates held-out
+harness (:func:`parabench.sweep.calibrate.measure`, which ``parabench calibrate`` uses too:
+each case isolated, as ``parabench run`` does), for the profile's fixed epoch budget
+(:data:`BUDGET`: 8 epochs at every profile, below the CLI's default ``--max-epochs``, so the
+default target run can reach what is measured here; an estimator, which refits the same model
+every epoch, is measured at 1 epoch: one fit). Where 8 epochs are not yet a plateau, measure
+it with a longer ``--epochs`` (mlp tiny: 24): the entry records its budget, and ``parabench
+run``'s default ``--max-epochs`` rises to it for that workload.
+Each case runs in time-to-target mode against an unreachable target, so it evaluates held-out
 quality during every epoch: the per-seed curves (each epoch's last evaluation) are kept, to
 show whether the budget reached a plateau.
 
@@ -40,19 +40,13 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import statistics
 import sys
-import tempfile
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from parabench.registry import workloads
-from parabench.stopping import ToTarget
-from parabench.sweep.plan import Grid
-from parabench.sweep.run import run_grid
+from parabench.sweep.calibrate import measure
 from parabench.workloads.quality_targets import TABLE
 
 ABOUT = ("Default time-to-quality targets: per workload and profile, the 10th percentile "
@@ -62,44 +56,6 @@ ABOUT = ("Default time-to-quality targets: per workload and profile, the 10th pe
          "figures and curves, the seeds, the epochs, the command and the date.")
 #: the epoch budget per profile: at most the CLI's default --max-epochs (10)
 BUDGET = {"tiny": 8, "quick": 8, "full": 8}
-PERCENTILE = 10
-#: a target no quality reaches, so every epoch is evaluated (a finite number, as configs want)
-NEVER = 1e9
-
-
-def measure(workload: str, profile: str, seeds: list[int], epochs: int,
-            timeout_s: float) -> dict[str, Any]:
-    """Serial's curve for each seed, through the harness; the entry for the table."""
-    wl = workloads.get(workload)
-    higher = wl.quality.higher_is_better
-    epochs = epochs if wl.epochs_improve else 1  # a forest refits the same model: one fit
-    finals: list[float] = []
-    curves: list[list[float | None]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "targets.jsonl"
-        for seed in seeds:
-            grid = Grid(workloads=[workload], methods=["serial"], workers=[1],
-                        threads_per_worker=1, profile=profile, seed=seed,
-                        timeout_s=timeout_s, steps=0,
-                        stop=ToTarget(NEVER if higher else -NEVER, max_epochs=epochs))
-            (result,) = run_grid(grid, out=out)
-            if result.status != "ok" or result.quality is None or result.quality.value is None:
-                raise RuntimeError(f"{workload}/{profile} seed {seed}: {result.status} "
-                                   f"{result.reason or ''}")
-            finals.append(float(result.quality.value))
-            curves.append(list(result.epoch_quality))
-            print(f"  {workload} {profile} seed {seed}: {finals[-1]:.6g} "
-                  f"(curve {' '.join(f'{q:.4g}' for q in curves[-1] if q is not None)})",
-                  flush=True)
-    pct = PERCENTILE if higher else 100 - PERCENTILE
-    target = float(np.percentile(finals, pct))
-    reached_by = sum(1 for v in finals if (v >= target if higher else v <= target))
-    return {"target": target, "percentile": pct, "percentile_method": "numpy linear (type 7)",
-            "quality_at": "last epoch", "higher_is_better": higher,
-            "min": min(finals), "median": statistics.median(finals), "max": max(finals),
-            "reached_by": reached_by, "values": finals, "curves": curves, "seeds": seeds,
-            "epochs": epochs, "epochs_run": [len(c) for c in curves],
-            "method": "serial w=1 t=1"}
 
 
 def write(workload: str, profile: str, entry: dict[str, Any], path: Path = TABLE) -> None:
@@ -124,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     epochs = args.epochs or BUDGET[args.profile]
     command = " ".join(["python scripts/quality_targets.py", *map(shlex.quote, argv)])
     for name in names:
-        entry = measure(name, args.profile, list(range(args.seeds)), epochs, args.timeout)
+        entry = measure(name, args.profile, list(range(args.seeds)), epochs,
+                        timeout_s=args.timeout, plateau=False)  # the shipped table's budget
         entry.update(command=command, date=date.today().isoformat())
         print(f"{name} {args.profile}: target {entry['target']:.4g} (p{entry['percentile']}), "
               f"min {entry['min']:.4g} median {entry['median']:.4g} max {entry['max']:.4g}",

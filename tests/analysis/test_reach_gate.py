@@ -246,3 +246,32 @@ def test_the_cli_fails_a_fedavg_server_that_keeps_client_0(tmp_path: Path) -> No
     bug = rows["fedavg_client0"]["parity"]
     assert bug["status"] == "failed" and bug["basis"] == "target"
     assert f"FAILED {bug['differs']}" in table
+
+
+def test_a_reaching_verdict_without_measured_curves_says_its_power_is_unknown_and_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No statistical verdict is a bare ``ok``: with no store entry and no shipped curves (the
+    table emptied), the text says the power is unknown and the source names the command that
+    would measure it."""
+    from parabench.workloads import quality_targets
+
+    monkeypatch.setattr(quality_targets, "table", lambda: {})
+    parity = assess(run("fedavg", True, best=0.9958, workers=2), [run("serial", True)])
+    assert parity is not None and parity.status == "ok" and parity.detectable_loss is None
+    assert parity_text(parity) == "ok, power unknown: 1 serial seed, no calibration"
+    assert "parabench calibrate --workload cnn --profile tiny" in (parity.power_source or "")
+
+
+def test_a_power_from_one_calibrated_seed_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of one seed: no converged reference (it needs a spread), the reaching verdict's
+    power from that one curve, and the text says it rests on 1 seed."""
+    from parabench.workloads import quality_targets
+
+    one = {**quality_targets.table()["cnn"]["tiny"]}
+    one.update(values=one["values"][:1], curves=one["curves"][:1], seeds=[0])
+    monkeypatch.setattr(quality_targets, "table", lambda: {"cnn": {"tiny": one}})
+    parity = assess(run("fedavg", True, best=0.9958, workers=2, converged=0.99),
+                    [run("serial", True)])
+    assert parity is not None and parity.status == "ok" and parity.detectable_loss is not None
+    assert parity_text(parity) == f"ok, blind <{blind_text(parity.detectable_loss)} (1 seed)"

@@ -209,8 +209,9 @@ def test_the_default_target_is_the_measured_one_else_the_fallback_said_so(
     # an unmeasured profile (or workload): the old rule, and the source says so
     value, source = default_target(mlp, "quick")
     assert value == pytest.approx(0.97 * 0.80)
-    assert source == ("no measured target for mlp at quick (run scripts/quality_targets.py): "
-                      "using 0.97 x quick reference")
+    assert source == ("no measured target for mlp at quick; `parabench calibrate --workload "
+                      "mlp --profile quick --seeds 3` measures one: using 0.97 x quick "
+                      "reference")
     assert target_source(value, mlp, "quick") == source
 
 

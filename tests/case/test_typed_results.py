@@ -93,7 +93,9 @@ def test_schema_1_results_written_by_main_still_read_with_their_facts_typed() ->
 def test_schema_1_results_give_the_table_and_verdicts_they_gave_before() -> None:
     rs = list(read_results(SCHEMA1))
     # the table main printed for this file (tests/data/schema1_table.txt, by 25d0fdb; since
-    # then its "threads" rows read as rf_threads, the method column 3 wider): its rows, every
+    # then its "threads" rows read as rf_threads, the method column 3 wider, and seq2seq/ddp's
+    # statistical ok, which recorded no power, reads "ok, power unknown: none recorded", never
+    # a bare ok): its rows, every
     # column (the legend under them is prose, reworded and rewrapped freely)
     assert _table_rows(format_table(summarize(rs), **_WIDE)) == _table_rows(
         (DATA / "schema1_table.txt").read_text())

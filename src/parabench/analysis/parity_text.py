@@ -52,7 +52,10 @@ def parity_text(p: Parity) -> str:
     ``FAILED evaluation +0.016``), ``ok identical``, ``FAILED differs``, ``ok``,
     ``FAILED -0.210`` (the quality gap), ``FAILED not reached``, ``FAILED converged -0.046``
     (time to target); a statistical ``ok`` states its power: ``ok, blind <0.54`` (a loss
-    under 0.54 would pass more than 5 % of the time)."""
+    under 0.54 would pass more than 5 % of the time; ``ok, blind <0.31 (1 seed)`` where
+    it rests on one measured serial seed), or says why it cannot: ``ok, power unknown:
+    1 serial seed, no calibration`` (``none recorded``: a result written before powers
+    were)."""
     ok = p.status == "ok"
     basis = p.basis or "quality"
     gap = p.gap or 0.0
@@ -78,7 +81,10 @@ def parity_text(p: Parity) -> str:
     if basis == "target" and not ok:
         return f"FAILED {p.differs or 'not reached'}"
     if ok and p.detectable_loss is not None:  # its power: what it could not have seen
-        return f"ok, blind <{blind_text(p.detectable_loss)}"
+        note = f" ({p.power_note})" if p.power_note else ""
+        return f"ok, blind <{blind_text(p.detectable_loss)}{note}"
+    if ok and p.kind == "statistical":  # judged, yet no power: never a bare ok
+        return f"ok, power unknown: {p.power_note or 'none recorded'}"
     return "ok" if ok else f"FAILED {gap:+.3f}"
 
 

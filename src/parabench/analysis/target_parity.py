@@ -35,7 +35,11 @@ from parabench.analysis.ratios import (
     quality_gap,
 )
 from parabench.case.result import Result
-from parabench.workloads.quality_targets import converged_reference, reach_power
+from parabench.workloads.quality_targets import (
+    calibrate_command,
+    converged_reference,
+    reach_power,
+)
 
 __all__ = ["converged_verdict", "reach_verdict", "target_verdict"]
 
@@ -56,12 +60,14 @@ def reach_verdict(result: Result, base: Result) -> dict[str, Any] | None:
     if (mine is None or theirs is None or mine.target is None or not theirs.reached
             or mine.target != theirs.target or mine.higher_is_better != theirs.higher_is_better):
         return None
-    power = reach_power(result.workload, result.profile, mine.target, mine.higher_is_better)
+    power = reach_power(result.workload, result.profile, mine.target, mine.higher_is_better,
+                        *_data_device(result))
     out: dict[str, Any] = {
         "basis": "target", "status": "ok" if mine.reached else "failed",
         "detectable_loss": power.loss if power else None,
-        "power_source": power.text() if power else (
-            f"no measured curves for {result.workload} at {result.profile}: power unknown")}
+        "power_source": power.text() if power else _no_power(result)}
+    if power is None or power.seeds < 2:  # the text says what the power rests on
+        out["power_note"] = "1 serial seed, no calibration" if power is None else "1 seed"
     if not mine.reached:
         best = "" if mine.best_quality is None else f" (its best {mine.best_quality:.4g})"
         out.update(differs="not reached", reason=(
@@ -76,7 +82,7 @@ def converged_verdict(result: Result) -> dict[str, Any] | None:
     quality after the table's epochs against serial's there (median over the table's seeds),
     within :data:`SPREAD_FACTOR` of their spread; the power is one run against that median."""
     ttt = result.time_to_target
-    ref = converged_reference(result.workload, result.profile)
+    ref = converged_reference(result.workload, result.profile, *_data_device(result))
     if ttt is None or ttt.converged_quality is None or ref is None:
         return None
     hib = ttt.higher_is_better
@@ -98,3 +104,16 @@ def converged_verdict(result: Result) -> dict[str, Any] | None:
             f"{-gap:.4g} below serial's median {ref.median:.4g} ({ref.seeds} seeds), more "
             f"than the tolerance {tol:.3g} ({SPREAD_FACTOR:g}x serial's spread)"))
     return out
+
+
+def _data_device(result: Result) -> tuple[str | None, str | None]:
+    """The ``--data-dir`` and device ``result`` ran on: which calibrated entry describes it."""
+    return (result.config or {}).get("options", {}).get("data_dir"), result.device
+
+
+def _no_power(result: Result) -> str:
+    """Why a reaching verdict without measured curves states no power, and what would."""
+    command = calibrate_command(result.workload, result.profile, *_data_device(result))
+    return (f"power unknown: no calibrated curves for {result.workload} at {result.profile}, "
+            "and this run's one serial seed stopped at the target, which does not show how far "
+            f"above it serial's curve goes (`{command}` measures them)")

@@ -33,13 +33,12 @@ It records the samples trained up to that evaluation (``samples_to_target``, eve
 and ``train_s``, the training seconds up to it (the first, warm-up epoch included: its
 updates count towards the quality), with ``startup_s`` reported beside it, never added in.
 
-The default target of a workload is measured (:mod:`parabench.workloads.quality_targets`): serial's
-reliable quality at the case's profile, the 10th percentile over seeds of its quality after
-the table's epoch budget (8 epochs; 24 for mlp tiny) (90th for a lower-is-better metric).
-Where none was measured (a plugin's workload, an unmeasured profile) it falls back to
-:data:`TARGET_FRACTION` of the quality serial reaches at the quick profile in 3 epochs
-(``Workload.reference_quality``; divided by the fraction when lower is better), and the
-case's progress and ``target_source`` say so.
+The default target of a workload is measured (:mod:`parabench.workloads.quality_targets`: a
+``parabench calibrate`` store's entry, else the shipped table): serial's reliable quality at
+the profile, the 10th percentile over seeds (90th lower-is-better) after the entry's epoch
+budget. Where none was measured it falls back to :data:`TARGET_FRACTION` of serial's quick
+3-epoch quality (``Workload.reference_quality``; divided when lower is better), said so in
+the case's progress and ``target_source``.
 
 Estimator workloads refit the same seeded forest each epoch, so their quality cannot improve
 over epochs: the first fit either reaches the target or the case stops there with "not
@@ -92,31 +91,34 @@ def fallback_target(workload: Workload) -> float:
     return ref * TARGET_FRACTION if workload.quality.higher_is_better else ref / TARGET_FRACTION
 
 
-def default_target(workload: Workload, profile: str) -> tuple[float, str]:
-    """(target, where it came from): the measured one, else :func:`fallback_target`."""
-    if (entry := quality_target(workload.name, profile)) is not None:
+def default_target(workload: Workload, profile: str, data_dir: str | None = None,
+                   device: str | None = None) -> tuple[float, str]:
+    """(target, where from): the measured one (:func:`quality_target`), else the fallback."""
+    if (entry := quality_target(workload.name, profile, data_dir, device)) is not None:
         return entry.value, entry.source
-    return fallback_target(workload), (f"{missing_reason(workload.name, profile)}: using "
-                                       f"{TARGET_FRACTION:g} x quick reference")
+    why = missing_reason(workload.name, profile, data_dir, device)
+    return fallback_target(workload), f"{why}: using {TARGET_FRACTION:g} x quick reference"
 
 
 def resolve(rule: StoppingRule, workload: Workload, profile: str,
-            own_data: bool = False) -> StoppingRule:
+            own_data: bool = False, data_dir: str | None = None,
+            device: str | None = None) -> StoppingRule:
     """A grid's ``rule`` made one case's (:mod:`parabench.stopping`): :class:`Epochs` as it
     is, or a :class:`ToTarget` with a number and a cap. Each workload's own target is the
     measured one (:func:`default_target`), or the rule's ``otherwise`` where nobody measured
     one at ``profile`` or the case trains on the user's own data (``own_data``,
-    ``--data-dir``), else the fallback target; the cap is the rule's, else
-    :func:`default_max_epochs` of this workload."""
+    ``--data-dir``, unless a calibrated store has an entry for ``data_dir``), else the
+    fallback target; the cap is the rule's, else :func:`default_max_epochs` of this
+    workload."""
     if isinstance(rule, Epochs):
         return rule
     cap = rule.max_epochs or default_max_epochs([workload.name], profile)
     if rule.quality is not None:
         return ToTarget(float(rule.quality), max_epochs=cap)
-    if rule.otherwise is not None and (
-            own_data or quality_target(workload.name, profile) is None):
+    if rule.otherwise is not None and ((own_data and data_dir is None) or quality_target(
+            workload.name, profile, data_dir, device) is None):
         return rule.otherwise
-    return ToTarget(default_target(workload, profile)[0], max_epochs=cap)
+    return ToTarget(default_target(workload, profile, data_dir, device)[0], max_epochs=cap)
 
 
 def at_measured_target(config: RunConfig, max_epochs: int | None = None) -> RunConfig | None:
@@ -133,24 +135,21 @@ def at_measured_target(config: RunConfig, max_epochs: int | None = None) -> RunC
     return config.with_stop(rule) if isinstance(rule, ToTarget) else None
 
 
-def target_source(target: float, workload: Workload, profile: str) -> str:
+def target_source(target: float, workload: Workload, profile: str,
+                  data_dir: str | None = None, device: str | None = None) -> str:
     """Where a case's numeric target came from: the default (measured, or the fallback, as
     :func:`default_target` says) when it is that number, else "--target-quality"."""
     try:
-        value, source = default_target(workload, profile)
+        value, source = default_target(workload, profile, data_dir, device)
     except ConfigError:
         return "--target-quality"
     return source if value == target else "--target-quality"
 
 
 def salvage(config: RunConfig, lines: list[str], epoch_s: list[float]) -> dict[str, Any]:
-    """``epoch_quality`` and ``time_to_target`` of a killed case, from its progress lines.
-
-    The runner keeps the epochs of a worker that died before writing its result (a timeout,
-    a crash); in time-to-target mode this keeps the qualities it had printed, so the result
-    says "not reached in N epochs" (or where it was reached) instead of nothing. Start-up is
-    unknown there (None).
-    """
+    """``epoch_quality`` and ``time_to_target`` of a killed case (a timeout, a crash), from
+    the progress lines it printed, so the result says "not reached in N epochs" (or where it
+    was reached) instead of nothing; start-up is unknown there (None)."""
     from parabench.registry import workloads
 
     tracker = tracker_for(workloads.get(config.workload), config)
@@ -177,7 +176,8 @@ def tracker_for(workload: Workload, config: RunConfig) -> TargetTracker | None:
                          higher_is_better=workload.quality.higher_is_better,
                          epochs_improve=workload.epochs_improve,
                          source=target_source(config.target_quality, workload,
-                                              config.profile),
+                                              config.profile, config.options.get("data_dir"),
+                                              config.device),
                          hold_epochs=hold_epochs(workload, config),
                          mid_from=mid_epoch_from(workload, config),
                          eval_from=0 if os.environ.get(EVAL_ALL_PARTS) else config.eval_from or 0)
@@ -199,7 +199,7 @@ def mid_epoch_from(workload: Workload, config: RunConfig) -> int:
             or set(config.options) & set(math_options()) or os.environ.get(EVAL_ALL_PARTS)):
         return 0
     first = first_reach_epoch(workload.name, config.profile, config.target_quality,
-                              workload.quality.higher_is_better)
+                              workload.quality.higher_is_better, device=config.device)
     return first - 1 if first else 0
 
 
@@ -213,5 +213,6 @@ def hold_epochs(workload: Workload, config: RunConfig) -> int | None:
         return None
     if methods.get(config.method).grading(workload, config).kind != "statistical":
         return None
-    entry = quality_target(workload.name, config.profile)
+    entry = quality_target(workload.name, config.profile, config.options.get("data_dir"),
+                           config.device)
     return entry.epochs if entry is not None and entry.epochs <= config.epochs else None

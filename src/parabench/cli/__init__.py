@@ -1,4 +1,4 @@
-"""Command line: ``parabench list | env | run | report | compare``.
+"""Command line: ``parabench list | env | run | calibrate | report | compare``.
 
 Usage::
 
@@ -8,7 +8,8 @@ Usage::
                   [--batch-size N,..|auto] [--epochs N] [--profile tiny|quick|full]
                   [--repeats R] [--seed S] [--timeout SEC] [--out FILE.jsonl] [--resume]
                   [--target-quality [Q|default] [--max-epochs N]]   # time to accuracy
-                  [--report DIR] [--tensorboard DIR] [--dry-run]
+                  [--report DIR] [--tensorboard DIR] [--dry-run] [--targets FILE]
+    parabench calibrate --workload W [--profile P] [--seeds N] [--targets FILE] [--dry-run]
     parabench report RESULTS.jsonl [...] [--out DIR]
     parabench compare BASE.jsonl NEW.jsonl [--threshold 10%] [--run-cv 6%]
                   [--allow-cross-machine]
@@ -22,9 +23,10 @@ A sweep given neither ``--epochs`` nor ``--target-quality`` trains each workload
 measured target at the profile (tiny) to it, and ranks by time to it (the planner decides:
 :func:`parabench.sweep.plan.stopping_rule`).
 
-One module per command: :mod:`~parabench.cli.run`, :mod:`~parabench.cli.report`,
-:mod:`~parabench.cli.compare`, :mod:`~parabench.cli.info` (list, env); torchrun's entry point
-is :mod:`~parabench.cli.torchrun`; what they share is :mod:`~parabench.cli.common`.
+One module per command: :mod:`~parabench.cli.run`, :mod:`~parabench.cli.calibrate`,
+:mod:`~parabench.cli.report`, :mod:`~parabench.cli.compare`, :mod:`~parabench.cli.info` (list,
+env); torchrun's entry point is :mod:`~parabench.cli.torchrun`; what they share is
+:mod:`~parabench.cli.common`.
 
 Exit codes: 0 every case ok or skipped, 1 some case failed / timed out / ran out of memory,
 or a result, report or event file could not be written (one line; what was written is kept),
@@ -44,7 +46,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from parabench.cli import compare, info, report, run
+from parabench.cli import calibrate, compare, info, report, run
 from parabench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -74,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     info.add_parsers(sub)
     run.add_parser(sub)
+    calibrate.add_parser(sub)
     report.add_parser(sub)
     compare.add_parser(sub)
     return parser
@@ -83,6 +86,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": info.list_command,
     "env": info.env_command,
     "run": run.cmd_run,
+    "calibrate": calibrate.cmd_calibrate,
     "report": report.report_command,
     "compare": compare.compare_command,
 }

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from parabench.case.result import Result, read_results
 from parabench.case.stopping import DEFAULT_MAX_EPOCHS
+from parabench.cli.calibrate import add_targets_flag, calibration_hints
 from parabench.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, one_line
 from parabench.cli.types import (
     batch,
@@ -96,7 +97,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="time-to-accuracy mode: evaluate up to 8 times an epoch (off the "
                         "clock), stop when held-out quality reaches Q (<= Q for lower-is-better "
                         "metrics); 'default' or the bare flag: serial's measured quality per "
-                        "workload and profile (quality_targets.json; else 0.97 x its "
+                        "workload and profile (--targets FILE, the user's calibrated store, then "
+                        "quality_targets.json; else 0.97 x its "
                         "quick-profile quality, said so). Without it or --epochs, a workload "
                         "with a measured target at the profile is run to that target anyway")
     p.add_argument("--max-epochs", type=positive_int, default=None,
@@ -127,6 +129,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), default="local",
                    help="where the cases run: local (default: one after another on this "
                         "machine) or slurm (each case a job through submitit; see --slurm-*)")
+    add_targets_flag(p)
     _add_slurm_flags(p)
     p.add_argument("--wide", action="store_true",
                    help="every column of the summary table (default: a compact table within "
@@ -292,6 +295,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     preflight.check_out(args.out)
     preflight.check_out_dir("--report", args.report)
     preflight.check_out_dir("--tensorboard", args.tensorboard)
+    calibration_hints(args, _profile)
     grid = grid_from(args)
     if args.dry_run:
         return dry_run(grid, args)

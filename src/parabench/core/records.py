@@ -167,8 +167,12 @@ class Parity(Record):
     #: :func:`parabench.analysis.ratios.detectable_loss`; for basis "target" see
     #: :mod:`parabench.analysis.target_parity`), in the tolerance's units
     detectable_loss: float | None = None
-    #: where ``detectable_loss`` comes from, in words (basis "target": the shipped table)
+    #: where ``detectable_loss`` comes from, in words (basis "target": a calibrated store or
+    #: the shipped table)
     power_source: str | None = None
+    #: what the verdict's text adds to its power: the serial seeds it rests on where no
+    #: calibration gave them, or why no power can be stated (``ok, power unknown: ...``)
+    power_note: str | None = None
     samples_per_client: list[int] | None = None
     # basis "trajectory" (parabench.analysis.trajectory.compare_traces)
     trajectory_ok: bool | None = None

@@ -74,7 +74,8 @@ class Grid:
         """The RunConfig of one point of the grid: the only place one is built from axes."""
         options = options if options is not None else {}
         stop = resolve(self.stop, workloads.get(workload), self.profile,
-                       own_data=bool(options.get("data_dir")))
+                       own_data=bool(options.get("data_dir")),
+                       data_dir=options.get("data_dir"), device=device)
         threads = self.threads_per_worker
         if threads is None and self.cores is not None:  # the fair share of those cores
             threads = max(1, self.cores // workers)

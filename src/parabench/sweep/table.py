@@ -327,6 +327,9 @@ def legend(rows: list[Row]) -> list[str]:
         lines.append("ok, blind <L: a statistical verdict (held-out quality against serial's "
                      "seed spread) flags 95 % of runs that lose L or more, and may pass a "
                      "smaller loss: more epochs (or --target-quality) see less")
+    if any("power unknown" in r.parity for r in ok):
+        lines.append("ok, power unknown: a statistical verdict with no measured serial seeds "
+                     "to state its power from; `parabench calibrate` measures them")
     if any(TO_TARGET in r.extra for r in ok):
         lines.append("to target: training seconds to the target quality at the row's samples/s: "
                      "the samples it took / samples/s (derived: serial's samples, for rows whose "

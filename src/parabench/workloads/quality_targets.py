@@ -17,7 +17,10 @@ budget (:mod:`parabench.case.stopping` reads it). The figures are measured, neve
 live in ``quality_targets.json`` beside this module (shipped as package data), written by
 ``scripts/quality_targets.py``, which records for every entry the per-seed figures and
 curves, the seeds, the epochs, the percentile and how it was computed, and the command and
-date that produced it (the figures themselves: ``docs/measurements.md``).
+date that produced it (the figures themselves: ``docs/measurements.md``). Before that table,
+every reader here looks in the user's calibrated stores (:func:`find`:
+:mod:`parabench.workloads.targetstore`, written by ``parabench calibrate``), whose entries
+are for the current code, the data and the device; each ``source`` names where it read.
 
 The same entries are time-to-target mode's quality reference for a statistical method
 (:mod:`parabench.analysis.target_parity`). Such a case trains on past the target to the
@@ -37,6 +40,7 @@ measures the verdict's rates on really degraded training.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -45,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from parabench.workloads.spread import entries
+from parabench.workloads.targetstore import ENV, lookup
 
 TABLE = Path(__file__).with_name("quality_targets.json")
 SCRIPT = "scripts/quality_targets.py"
@@ -67,20 +72,49 @@ def table(path: Path = TABLE) -> dict[str, dict[str, dict[str, Any]]]:
     return entries(path)
 
 
-def quality_target(workload: str, profile: str) -> TargetEntry | None:
+def find(workload: str, profile: str, data_dir: str | None = None,
+         device: str | None = None) -> tuple[dict[str, Any] | None, str]:
+    """(entry, where from) of ``workload`` at ``profile``: the first calibrated store that has a
+    current one for this data and device (:func:`parabench.workloads.targetstore.lookup`:
+    ``--targets FILE``, then the user store), else the shipped table (synthetic data only);
+    (None, "") where none has it. Every reader below takes its entry from here."""
+    found = lookup(workload, profile, data_dir, device)
+    if found.entry is not None:
+        return found.entry, found.source or ""
+    shipped = table().get(workload, {}).get(profile) if data_dir is None else None
+    return shipped, TABLE.name if shipped is not None else ""
+
+
+def quality_target(workload: str, profile: str, data_dir: str | None = None,
+                   device: str | None = None) -> TargetEntry | None:
     """The measured target of ``workload`` at ``profile``; None when nobody measured it."""
-    entry = table().get(workload, {}).get(profile)
+    entry, name = find(workload, profile, data_dir, device)
     if entry is None:
         return None
     seeds, epochs = len(entry["seeds"]), int(entry["epochs"])
-    source = (f"{TABLE.name}: p{entry['percentile']} of serial's quality after {epochs} "
+    source = (f"{name}: p{entry['percentile']} of serial's quality after {epochs} "
               f"epoch(s) over {seeds} seeds; {entry['command']} ({entry['date']})")
     return TargetEntry(float(entry["target"]), source, epochs, seeds)
 
 
-def missing_reason(workload: str, profile: str) -> str:
+def calibrate_command(workload: str, profile: str, data_dir: str | None = None,
+                      device: str | None = None, seeds: int = 3) -> str:
+    """The ``parabench calibrate`` command that measures an entry for ``workload`` (into the
+    ``--targets FILE`` store this run reads, where it names one)."""
+    data = f" --data-dir {data_dir}" if data_dir else ""
+    data += f" --device {device}" if device not in (None, "cpu") else ""
+    store = f" --targets {os.environ[ENV]}" if os.environ.get(ENV) else ""
+    return (f"parabench calibrate --workload {workload} --profile {profile}{data} "
+            f"--seeds {seeds}{store}")
+
+
+def missing_reason(workload: str, profile: str, data_dir: str | None = None,
+                   device: str | None = None) -> str:
     """What a default target says when :func:`quality_target` has nothing."""
-    return f"no measured target for {workload} at {profile} (run {SCRIPT})"
+    stale = lookup(workload, profile, data_dir, device).stale
+    return (f"no measured target for {workload} at {profile}"
+            f"{' on ' + str(data_dir) if data_dir else ''}{'; ' + stale if stale else ''}; "
+            f"`{calibrate_command(workload, profile, data_dir, device)}` measures one")
 
 
 @dataclass(frozen=True)
@@ -93,18 +127,26 @@ class ReachPower:
     sound: int
     seeds: int
     epochs: int
+    source: str = TABLE.name
 
     def text(self) -> str:
         return (f"a run losing {self.loss:.3g} of serial's best quality misses the target in "
                 f"95 % of runs; {self.sound} of serial's {self.seeds} measured seeds reached "
-                f"it within {self.epochs} epoch(s) ({TABLE.name})")
+                f"it within {self.epochs} epoch(s) ({self.source})")
 
 
 def reach_power(workload: str, profile: str, target: float,
-                higher_is_better: bool = True) -> ReachPower | None:
+                higher_is_better: bool = True, data_dir: str | None = None,
+                device: str | None = None) -> ReachPower | None:
     """The power of "reached ``target``" for ``workload`` at ``profile``, from serial's measured
     curves (see the module's docstring); None where nobody measured them."""
-    entry = table().get(workload, {}).get(profile)
+    return entry_reach_power(*find(workload, profile, data_dir, device), target,
+                             higher_is_better)
+
+
+def entry_reach_power(entry: dict[str, Any] | None, name: str, target: float,
+                      higher_is_better: bool = True) -> ReachPower | None:
+    """:func:`reach_power` of one entry (``name``: where it is from)."""
     curves = [[q for q in c if q is not None] for c in (entry or {}).get("curves") or []]
     bests = [max(c) if higher_is_better else min(c) for c in curves if c]
     if not bests:
@@ -116,23 +158,24 @@ def reach_power(workload: str, profile: str, target: float,
         low = float(np.percentile(bests, 5))
         loss = target / low - 1 if low > 0 else float("inf")
         sound = sum(b <= target for b in bests)
-    return ReachPower(max(loss, 0.0), sound, len(bests), int(entry["epochs"]))
+    return ReachPower(max(loss, 0.0), sound, len(bests), int(entry["epochs"]), name)
 
 
 def first_reach_epoch(workload: str, profile: str, target: float,
-                      higher_is_better: bool = True) -> int | None:
+                      higher_is_better: bool = True, data_dir: str | None = None,
+                      device: str | None = None) -> int | None:
     """The first epoch (1-based) at whose end any of serial's measured seeds had reached
     ``target`` (``quality_targets.json``'s curves of ``workload`` at ``profile``); None where
     nobody measured the curves or no seed reached it within them."""
-    return min((e for e in _reach_epochs(workload, profile, target, higher_is_better)
+    entry = find(workload, profile, data_dir, device)[0]
+    return min((e for e in _reach_epochs(entry, target, higher_is_better)
                 if e is not None), default=None)
 
 
-def _reach_epochs(workload: str, profile: str, target: float,
+def _reach_epochs(entry: dict[str, Any] | None, target: float,
                   higher_is_better: bool) -> list[int | None]:
-    """Per measured seed of ``workload`` at ``profile``: the first epoch (1-based) at whose
-    end its quality reached ``target``, None where it never did; empty where unmeasured."""
-    entry = table().get(workload, {}).get(profile)
+    """Per measured seed of ``entry``: the first epoch (1-based) at whose end its quality
+    reached ``target``, None where it never did; empty where unmeasured."""
     return [next((i for i, q in enumerate(curve, start=1) if q is not None
                   and (q >= target if higher_is_better else q <= target)), None)
             for curve in (entry or {}).get("curves") or [] if curve]
@@ -150,28 +193,34 @@ class ConvergedReference:
     source: str
 
 
-def converged_reference(workload: str, profile: str) -> ConvergedReference | None:
+def converged_reference(workload: str, profile: str, data_dir: str | None = None,
+                        device: str | None = None) -> ConvergedReference | None:
     """Serial's converged quality of ``workload`` at ``profile`` (the table's per-seed
     ``values``); None where nobody measured it."""
-    entry = table().get(workload, {}).get(profile)
+    return entry_converged(*find(workload, profile, data_dir, device))
+
+
+def entry_converged(entry: dict[str, Any] | None, name: str) -> ConvergedReference | None:
+    """:func:`converged_reference` of one entry (``name``: where it is from)."""
     values = [v for v in (entry or {}).get("values") or [] if v is not None]
     if len(values) < 2:
         return None
-    source = (f"{TABLE.name}: serial after {entry['epochs']} epoch(s) over {len(values)} "
+    source = (f"{name}: serial after {entry['epochs']} epoch(s) over {len(values)} "
               f"seeds; {entry['command']} ({entry['date']})")
     return ConvergedReference(float(np.median(values)), float(np.std(values, ddof=1)),
                               len(values), int(entry["epochs"]), source)
 
 
 def epochs_to_target(workload: str, profile: str, target: float,
-                     higher_is_better: bool = True) -> float | None:
+                     higher_is_better: bool = True, data_dir: str | None = None,
+                     device: str | None = None) -> float | None:
     """The median over serial's measured seeds of the first epoch whose quality reached
     ``target`` (a seed that never did counts its epochs run): what a time-to-target case is
     guessed to train (:func:`parabench.sweep.dryrun.guess_s`); None where nobody measured."""
-    entry = table().get(workload, {}).get(profile)
+    entry = find(workload, profile, data_dir, device)[0]
     curves = [c for c in (entry or {}).get("curves") or [] if c]
     if not curves:
         return None
-    firsts = _reach_epochs(workload, profile, target, higher_is_better)
+    firsts = _reach_epochs(entry, target, higher_is_better)
     return float(np.median([len(c) if e is None else e
                             for c, e in zip(curves, firsts, strict=True)]))

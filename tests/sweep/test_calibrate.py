@@ -1,0 +1,188 @@
+"""``parabench calibrate``'s parts without training: the plateau budget, the store and its
+lookup order, and resuming from the finished seeds (a fake serial run per seed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parabench.sweep.calibrate import measure, partial_key, plateau_budget, summarize
+from parabench.workloads import quality_targets
+from parabench.workloads.quality_targets import missing_reason, quality_target
+from parabench.workloads.targetstore import (
+    ENV,
+    current_version,
+    data_fingerprint,
+    lookup,
+    read_store,
+    user_store,
+    write_entry,
+)
+
+pytestmark = pytest.mark.cpu
+
+
+# --- the epoch budget ------------------------------------------------------------------------
+
+def test_a_curve_still_rising_gets_the_maximum() -> None:
+    curves = [[0.5, 0.6, 0.7, 0.8, 0.9], [0.52, 0.61, 0.71, 0.79, 0.91], [0.5, 0.6, 0.7, 0.8, 0.9]]
+    budget, rule = plateau_budget(curves, higher_is_better=True)
+    assert budget == 5 and "still rising" in rule
+
+
+def test_a_curve_flat_from_epoch_3_gets_3() -> None:
+    curves = [[0.5, 0.8, 0.90, 0.91, 0.90, 0.91], [0.6, 0.82, 0.92, 0.90, 0.92, 0.92],
+              [0.55, 0.81, 0.91, 0.92, 0.91, 0.90]]
+    budget, rule = plateau_budget(curves, higher_is_better=True)
+    assert budget == 3 and "within one seed std" in rule and "still rising" not in rule
+
+
+def test_a_lower_is_better_curve_is_mirrored() -> None:
+    falling = [[1.0, 0.5, 0.20, 0.20, 0.21], [1.1, 0.6, 0.21, 0.20, 0.20],
+               [0.9, 0.5, 0.20, 0.21, 0.21]]
+    assert plateau_budget(falling, higher_is_better=False)[0] == 3
+    # read as higher-is-better the same curves "plateau" at once: the mirror matters
+    assert plateau_budget(falling, higher_is_better=True)[0] == 1
+    still_falling = [[1.0, 0.8, 0.6, 0.4], [1.0, 0.79, 0.61, 0.41]]
+    assert plateau_budget(still_falling, higher_is_better=False)[0] == 4
+
+
+def test_one_seed_has_no_noise_to_judge_by_and_says_so() -> None:
+    budget, rule = plateau_budget([[0.5, 0.9, 0.9, 0.9]])
+    assert budget == 4 and rule.startswith("1 seed")
+
+
+def test_the_entry_takes_the_target_and_samples_at_the_budget() -> None:
+    runs = [{"final": 0.9, "curve": [0.5, 0.9, 0.9], "samples_per_epoch": 100,
+             "evals": [[50, 0.3], [100, 0.5], [150, 0.88], [200, 0.9], [300, 0.9]]},
+            {"final": 0.91, "curve": [0.6, 0.91, 0.91], "samples_per_epoch": 100,
+             "evals": [[100, 0.6], [200, 0.91], [300, 0.91]]}]
+    entry = summarize(runs, [0, 1], 3, higher=True, plateau=True)
+    assert entry["epochs"] == 2 and entry["values"] == [0.9, 0.91]
+    assert entry["curves"] == [[0.5, 0.9], [0.6, 0.91]] and entry["max_epochs"] == 3
+    assert entry["target"] == pytest.approx(0.901)  # p10 of the qualities at epoch 2
+    assert entry["samples_to_target"] == [None, 200]  # seed 0 stayed at 0.9 < 0.901
+
+
+# --- the store -------------------------------------------------------------------------------
+
+def _entry(target: float, **keys: Any) -> dict[str, Any]:
+    return {"target": target, "percentile": 10, "values": [target, target + 0.01],
+            "curves": [[target], [target + 0.01]], "seeds": [0, 1], "epochs": 1,
+            "command": "parabench calibrate --workload mlp", "date": "2026-11-29",
+            "higher_is_better": True, "workload_version": current_version("mlp"),
+            "data": None, "device": "cpu", **keys}
+
+
+def test_an_entry_for_this_code_data_and_device_is_found(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "T.json"
+    monkeypatch.setenv(ENV, str(store))
+    write_entry(store, "mlp", "tiny", _entry(0.5))
+    found = lookup("mlp", "tiny", device="cpu")
+    assert found.entry is not None and found.entry["target"] == 0.5
+    assert found.source == str(store)
+    assert lookup("mlp", "tiny", device="cuda").entry is None  # another device
+    entry = quality_target("mlp", "tiny")
+    assert entry is not None and entry.value == 0.5 and entry.source.startswith(str(store))
+
+
+def test_a_stale_entry_is_not_used_and_said_so(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "T.json"
+    monkeypatch.setenv(ENV, str(store))
+    write_entry(store, "mlp", "tiny", _entry(0.5, workload_version="0123456789ab"))
+    found = lookup("mlp", "tiny")
+    assert found.entry is None and found.stale is not None and "stale" in found.stale
+    shipped = quality_targets.table()["mlp"]["tiny"]
+    entry = quality_target("mlp", "tiny")  # the shipped table, not the stale entry
+    assert entry is not None and entry.value == shipped["target"]
+    assert entry.source.startswith("quality_targets.json")
+    monkeypatch.setattr(quality_targets, "table", lambda: {})
+    assert "0123456789ab" in missing_reason("mlp", "tiny")
+
+
+def test_an_entry_is_for_its_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for folder, text in ((mine, "a"), (other, "b")):
+        folder.mkdir()
+        (folder / "x.txt").write_text(text)
+    assert data_fingerprint(mine) != data_fingerprint(other) and data_fingerprint(None) is None
+    store = tmp_path / "T.json"
+    monkeypatch.setenv(ENV, str(store))
+    write_entry(store, "mlp", "tiny", _entry(0.7, data=data_fingerprint(mine)))
+    assert quality_target("mlp", "tiny", data_dir=str(mine)).value == 0.7
+    assert quality_target("mlp", "tiny", data_dir=str(other)) is None  # nor the shipped one
+    assert quality_target("mlp", "tiny").value != 0.7  # synthetic data: the shipped table
+    (mine / "x.txt").write_text("edited")  # the same folder, other contents: another data set
+    assert quality_target("mlp", "tiny", data_dir=str(mine)) is None
+
+
+def test_writing_replaces_the_matching_entry_atomically(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "T.json"
+    write_entry(store, "mlp", "tiny", _entry(0.5))
+    write_entry(store, "mlp", "tiny", _entry(0.6))  # the same code, data, device: replaced
+    write_entry(store, "mlp", "tiny", _entry(0.4, device="cuda"))  # another device: kept
+    assert [e["target"] for e in read_store(store)["mlp"]["tiny"]] == [0.6, 0.4]
+    before = store.read_text()
+
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(json, "dumps", broken)
+    with pytest.raises(OSError):
+        write_entry(store, "mlp", "tiny", _entry(0.9))
+    assert store.read_text() == before  # the old file whole, no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["T.json"]
+
+
+def test_the_lookup_order_is_targets_then_user_store_then_shipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARABENCH_CACHE_DIR", str(tmp_path / "cache"))
+    named = tmp_path / "T.json"
+    user = user_store()
+    assert user is not None
+    shipped = quality_targets.table()["mlp"]["tiny"]["target"]
+    assert quality_target("mlp", "tiny").value == shipped
+    write_entry(user, "mlp", "tiny", _entry(0.6))
+    assert quality_target("mlp", "tiny").value == 0.6
+    monkeypatch.setenv(ENV, str(named))
+    assert quality_target("mlp", "tiny").value == 0.6  # the named store has none: on to the next
+    write_entry(named, "mlp", "tiny", _entry(0.5))
+    entry = quality_target("mlp", "tiny")
+    assert entry is not None and entry.value == 0.5 and str(named) in entry.source
+
+
+# --- resuming --------------------------------------------------------------------------------
+
+def test_an_interrupted_calibration_keeps_its_seeds_and_resumes(tmp_path: Path) -> None:
+    partial = tmp_path / "T.json.partial.json"
+    ran: list[int] = []
+    interrupted: list[int] = []
+
+    def fake(workload: str, profile: str, seed: int, epochs: int, *rest: Any) -> dict:
+        if seed == 1 and not interrupted:
+            ran.append(seed)
+            interrupted.append(seed)
+            raise KeyboardInterrupt  # Ctrl-C during seed 1, the first time
+        ran.append(seed)
+        q = 0.8 + 0.01 * seed
+        return {"final": q, "curve": [q - 0.2, q, q], "evals": [[100, q]],
+                "samples_per_epoch": 100}
+
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        measure("mlp", "tiny", [0, 1, 2], 3, partial=partial, say=lines.append, run_seed=fake)
+    assert ran == [0, 1] and "1 of 3 seed(s) finished, kept in" in lines[-1]
+    key = partial_key("mlp", "tiny", None, "cpu", 3)
+    assert list(read_store(partial)[key]) == ["0"]
+    ran.clear()
+    entry = measure("mlp", "tiny", [0, 1, 2], 3, partial=partial, say=lines.append,
+                    run_seed=fake)
+    assert ran == [1, 2]  # seed 0 came from the partial file
+    assert entry["seeds"] == [0, 1, 2] and len(entry["values"]) == 3
+    assert any("ETA" in line for line in lines)
