@@ -142,6 +142,9 @@ def test_the_counts_follow_the_evaluation_rules() -> None:
     held = dataclasses.replace(to_target, hold=8)  # fedavg 2x1 in the main job: 10 evaluations
     assert counts(held, 1.5, 2) == (8.0, 10)
     assert counts(held, 2.0, 1) == (8.0, 8)
+    crossing = dataclasses.replace(mid, crossing=True)  # ddp at serial's crossing: 2, not 7
+    assert counts(crossing, 1.75, 8) == (1.75, 2)
+    assert counts(crossing, 3.0, 8) == (3.0, 3)  # crossing at an epoch's end: that end
 
 
 def test_the_main_jobs_rows_reproduce_what_it_recorded() -> None:
@@ -289,3 +292,13 @@ def test_planned_counts_time_to_target_cases_by_the_codes_rules() -> None:
     p = planned(cfg, cores=2)
     assert p.target == 0.99 and p.per_epoch_guess == 2 and p.cores == 2
     assert planned(cfg.replace(target_quality=None)).per_epoch_guess == 1
+    # a method graded exactly stops at serial's crossing; fedavg and serial itself do not
+    assert not p.crossing and not planned(cfg.replace(method="serial", workers=1)).crossing
+    assert planned(cfg.replace(method="ddp")).crossing
+    assert not planned(cfg.replace(method="ddp", target_quality=None)).crossing
+
+
+def test_a_history_row_says_whether_it_stopped_at_serial_s_crossing() -> None:
+    hinted = _result(config={"eval_from": 1664, "target_quality": 0.99})
+    assert costs.cost_row(hinted)["crossing"] and row_plan(costs.cost_row(hinted)).crossing
+    assert not costs.cost_row(_result())["crossing"]

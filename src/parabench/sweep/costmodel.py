@@ -89,6 +89,9 @@ class Plan:
     mid_from: int = 0
     #: a statistical method trains to this epoch past the target
     hold: int | None = None
+    #: a method graded exactly stops at serial's crossing (``RunConfig.eval_from``): epochs'
+    #: ends before it, then one evaluation
+    crossing: bool = False
     cores: int | None = None
     #: the declared guesses' figures (start-up, per epoch), for the back-off's last step
     declared: tuple[float, float] = (8.0, 5.0)
@@ -185,7 +188,8 @@ def row_plan(row: dict[str, Any]) -> Plan:
                 epochs=epochs, target=row.get("target"), seed=row.get("seed") or 0,
                 batch=row.get("batch"), math=tuple(row.get("math") or ()),
                 mid_from=row.get("mid_from") or 0, hold=row.get("held"),
-                cores=row.get("cores"), reach_guess=reach, per_epoch_guess=per_epoch)
+                crossing=bool(row.get("crossing")), cores=row.get("cores"),
+                reach_guess=reach, per_epoch_guess=per_epoch)
 
 
 def row_values(row: dict[str, Any]) -> dict[str, float]:
@@ -234,7 +238,8 @@ def machine_factors(rows: Iterable[dict[str, Any]], declared: Declared) -> dict[
 def counts(plan: Plan, reach: float | None, per_epoch: int) -> tuple[float, int]:
     """(epochs trained, evaluations) of ``plan`` reaching its target after ``reach`` epochs
     (fractional: between parts; None: it does not), ``per_epoch`` evaluations an epoch from
-    ``plan.mid_from``, one at each epoch's end before it and after the target when held."""
+    ``plan.mid_from``, one at each epoch's end before it and after the target when held; at
+    serial's crossing (``plan.crossing``), the epochs' ends before it and one there."""
     if plan.target is None:
         return float(plan.epochs), 1
     cap, mid, parts = plan.epochs, plan.mid_from, max(1, per_epoch)
@@ -242,6 +247,8 @@ def counts(plan: Plan, reach: float | None, per_epoch: int) -> tuple[float, int]
         return float(cap), min(mid, cap) + max(0, cap - mid) * parts
     e = min(max(reach, 1e-9), cap)
     k = math.ceil(e) - 1  # the epoch (0-based) in which it is reached
+    if plan.crossing:
+        return e, k + 1
     before = min(mid, k) + max(0, k - mid) * parts
     at = 1 if k < mid else max(1, round((e - k) * parts))
     if plan.hold is not None and plan.hold > k + 1:

@@ -87,6 +87,7 @@ def cost_row(r: Result) -> dict[str, Any] | None:
         "mid_from": ttt.mid_epoch_from if ttt is not None else 0,
         "reach": (ttt.epochs_to_target if ttt is not None and ttt.reached else None),
         "held": ttt.converged_epochs if ttt is not None else None,
+        "crossing": bool(config.get("eval_from")),
         "windows": len(r.window_s), "samples_per_epoch": r.samples_per_epoch,
         "samples_per_s": r.samples_per_s, "status": r.status,
     }

@@ -36,6 +36,7 @@ profiles keep a flat per-profile guess (:data:`GUESS_S`).
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ from typing import Any
 
 from parabench.case.result import Result
 from parabench.config import RunConfig, available_cores
-from parabench.identity import CaseId
+from parabench.identity import CaseId, is_baseline
 from parabench.registry import methods, workloads
 from parabench.sweep.costmodel import (
     CASE_OVERHEAD_S,
@@ -144,13 +145,15 @@ def planned(config: RunConfig, cores: int | None = None) -> Plan:
     rules of its counts (:func:`parabench.case.stopping.mid_epoch_from`, ``hold_epochs``),
     the declared guesses, and the epochs to its target and evaluations per epoch to assume
     where no recorded run tells (:func:`~parabench.sweep.costmodel.fallback_counts`)."""
-    from parabench.case.stopping import hold_epochs, mid_epoch_from
+    from parabench.case.stopping import EVAL_ALL_PARTS, hold_epochs, mid_epoch_from
     from parabench.identity import math_options
 
     workload = workloads.get(config.workload) if config.workload in workloads else None
-    mid, hold = 0, None
+    mid, hold, crossing = 0, None, False
     if config.target_quality is not None and workload is not None:
         mid, hold = mid_epoch_from(workload, config), hold_epochs(workload, config)
+        crossing = (not is_baseline(config.method) and not os.environ.get(EVAL_ALL_PARTS)
+                    and methods.get(config.method).grading(workload, config).kind == "exact")
     reach, per_epoch = fallback_counts(config.workload, config.method, config.workers,
                                        config.profile, config.target_quality, config.epochs)
     declared = (declared_parts(config) if config.profile == "tiny"
@@ -160,7 +163,8 @@ def planned(config: RunConfig, cores: int | None = None) -> Plan:
                 epochs=config.epochs, target=config.target_quality, seed=config.seed,
                 batch=config.batch_size,
                 math=tuple(sorted(k for k in config.options if k in math_options())),
-                mid_from=mid, hold=hold, cores=cores or available_cores(), declared=declared,
+                mid_from=mid, hold=hold, crossing=crossing, cores=cores or available_cores(),
+                declared=declared,
                 reach_guess=reach, per_epoch_guess=per_epoch)
 
 
