@@ -40,7 +40,6 @@ QUALITY_LINE = re.compile(r"^quality (\S+), target \S+ at epoch (\d+)(?: part (\
                           r"\((\d+) samples, (\S+)s training\)")
 
 
-
 @dataclass(kw_only=True)
 class TargetTracker:
     """Held-out quality of one case at every evaluation, and when it first reached the target.
@@ -70,7 +69,8 @@ class TargetTracker:
     every_samples: int | None = None
     resolution: str = ""
     position: tuple[int, int, int] = (0, 0, 1)
-    #: train on past the target to this epoch (:func:`hold_epochs`); None: stop at the target
+    #: train on past the target to this epoch (:func:`~parabench.case.stopping.hold_epochs`);
+    #: None: stop at the target
     hold_epochs: int | None = None
     #: whether the last part was evaluated (a held run past the target skips mid-epoch ones)
     evaluated: bool = True
@@ -86,8 +86,8 @@ class TargetTracker:
                    parts: int) -> bool:
         """Evaluate once after part ``part`` of ``parts`` of ``epoch`` (0-based), which
         trained ``stats`` (timed apart); True when training should stop here. A run held
-        past the target, and the epochs before ``mid_from``, are evaluated at their epochs'
-        ends only."""
+        past the target, the epochs before ``mid_from`` and the parts before serial's
+        crossing (``eval_from``) are evaluated at their epochs' ends only."""
         ends_only = (self.reached_eval is not None or epoch < self.mid_from
                      or self.samples + stats.samples < self.eval_from)
         self.evaluated = not (ends_only and part < parts - 1)
