@@ -70,10 +70,8 @@ def calibration_hints(args: argparse.Namespace, profile_of: Callable[[Any], str]
     from parabench.sweep.calibrate import guessed_s
     from parabench.sweep.dryrun import _clock
     from parabench.workloads.quality_targets import missing_reason, quality_target
-    from parabench.workloads.targetstore import ENV
 
-    if args.targets:
-        os.environ[ENV] = str(Path(args.targets).expanduser().resolve())
+    named_store(args)
     if not isinstance(args.target_quality, ToTarget) or args.target_quality.quality is not None:
         return
     given = getattr(args, "opt_data_dir", None)
@@ -93,13 +91,23 @@ def calibration_hints(args: argparse.Namespace, profile_of: Callable[[Any], str]
                   "(0.97 x its quick reference)", flush=True)
 
 
-def targets_path(args: argparse.Namespace) -> Path:
-    """The store ``--targets`` names, else the user store; set for the case processes too."""
-    from parabench.workloads.targetstore import ENV, user_store
+def named_store(args: argparse.Namespace) -> Path | None:
+    """The store ``--targets`` names (None: none), set for the case processes too
+    (:data:`parabench.workloads.targetstore.ENV`): the cases look their targets up there."""
+    from parabench.workloads.targetstore import ENV
 
-    if args.targets:
-        path = Path(args.targets).expanduser().resolve()
-        os.environ[ENV] = str(path)  # the spawned cases look it up there as well
+    if not args.targets:
+        return None
+    path = Path(args.targets).expanduser().resolve()
+    os.environ[ENV] = str(path)
+    return path
+
+
+def targets_path(args: argparse.Namespace) -> Path:
+    """The store ``--targets`` names, else the user store."""
+    from parabench.workloads.targetstore import user_store
+
+    if (path := named_store(args)) is not None:
         return path
     if (path := user_store()) is None:
         raise UsageError("the cache is off (PARABENCH_CACHE_DIR=off): give --targets FILE")
@@ -142,6 +150,7 @@ def _command(args: argparse.Namespace) -> str:
     parts = ["parabench calibrate", f"--workload {args.workload}", f"--profile {args.profile}",
              f"--seeds {args.seeds}", f"--max-epochs {args.max_epochs}"]
     parts += [f"--data-dir {shlex.quote(args.data_dir)}"] if args.data_dir else []
+    parts += [f"--device {args.device}"] if args.device != "cpu" else []
     parts += [f"--targets {shlex.quote(args.targets)}"] if args.targets else []
     return " ".join(parts)
 

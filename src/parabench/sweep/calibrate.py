@@ -88,15 +88,23 @@ def partial_key(workload: str, profile: str, data_dir: str | None, device: str,
             f"{device}|{max_epochs}")
 
 
+def _grid(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
+          data_dir: str | None, device: str) -> Grid:
+    """One seed's serial case: 1 worker, 1 thread, no windows, against an unreachable
+    target, so every part of every epoch is evaluated."""
+    higher = workloads.get(workload).quality.higher_is_better
+    return Grid(workloads=[workload], methods=["serial"], workers=[1], devices=[device],
+                threads_per_worker=1, profile=profile, seed=seed, timeout_s=timeout_s,
+                steps=0, options={"data_dir": [data_dir]} if data_dir else {},
+                stop=ToTarget(NEVER if higher else -NEVER, max_epochs=epochs))
+
+
 def _serial(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
             data_dir: str | None, device: str, higher: bool) -> dict[str, Any]:
-    """One seed's serial run against an unreachable target: its curve and evaluations."""
+    """One seed's serial run (:func:`_grid`): its curve and evaluations."""
     with tempfile.TemporaryDirectory() as tmp:
-        grid = Grid(workloads=[workload], methods=["serial"], workers=[1], devices=[device],
-                    threads_per_worker=1, profile=profile, seed=seed, timeout_s=timeout_s,
-                    steps=0, options={"data_dir": [data_dir]} if data_dir else {},
-                    stop=ToTarget(NEVER if higher else -NEVER, max_epochs=epochs))
-        (result,) = run_grid(grid, out=Path(tmp) / "calibrate.jsonl")
+        (result,) = run_grid(_grid(workload, profile, seed, epochs, timeout_s, data_dir,
+                                   device), out=Path(tmp) / "calibrate.jsonl")
     if result.status != "ok" or result.quality is None or result.quality.value is None:
         raise RuntimeError(f"{workload}/{profile} seed {seed}: {result.status} "
                            f"{result.reason or ''}")
@@ -216,13 +224,9 @@ def planned_cases(workload: str, profile: str, seeds: list[int], max_epochs: int
     """The serial cases a calibration runs (for the dry run's cost model)."""
     from parabench.sweep.plan import plan
 
-    higher = workloads.get(workload).quality.higher_is_better
     epochs = max_epochs if workloads.get(workload).epochs_improve else 1
-    return [case for seed in seeds for case in plan(Grid(
-        workloads=[workload], methods=["serial"], workers=[1], devices=[device],
-        threads_per_worker=1, profile=profile, seed=seed, timeout_s=timeout_s, steps=0,
-        options={"data_dir": [data_dir]} if data_dir else {},
-        stop=ToTarget(NEVER if higher else -NEVER, max_epochs=epochs)))]
+    return [case for seed in seeds
+            for case in plan(_grid(workload, profile, seed, epochs, timeout_s, data_dir, device))]
 
 
 def guessed_s(workload: str, profile: str, seeds: int = 3, max_epochs: int = MAX_EPOCHS,
