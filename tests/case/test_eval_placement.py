@@ -7,6 +7,7 @@ that changes on real runs (docs/measurements.md, "Evaluations placed by serial's
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -57,9 +58,34 @@ def test_placement_applies_only_where_serial_s_curves_describe_the_case(
     assert mid_epoch_from(cnn, _config(target_quality=None)) == 0
     assert mid_epoch_from(cnn, _config(batch_size=32)) == 0  # another batch: other curves
     assert mid_epoch_from(cnn, _config(options={"data_dir": "/data"})) == 0  # other data
-    assert mid_epoch_from(cnn, _config(profile="quick")) == 0  # no curves measured
+    assert mid_epoch_from(cnn, _config(profile="full")) == 0  # no curves measured
     monkeypatch.setenv("PARABENCH_EVAL_ALL_PARTS", "1")
     assert mid_epoch_from(cnn, _config()) == 0
+
+
+def test_a_calibrated_entry_for_the_user_s_data_places_the_evaluations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--data-dir: the curves of a store entry calibrated on those files place them (here
+    serial's seeds reach the target at the end of epoch 3, so from epoch index 2); another
+    directory's entry does not."""
+    from parabench.workloads.targetstore import ENV, current_version, data_fingerprint, write_entry
+
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for folder, text in ((mine, "a"), (other, "b")):
+        folder.mkdir()
+        (folder / "x.txt").write_text(text)
+    store = tmp_path / "T.json"
+    monkeypatch.setenv(ENV, str(store))
+    write_entry(store, "cnn", "tiny", {
+        "target": 0.9, "percentile": 10, "values": [0.91, 0.92], "seeds": [0, 1], "epochs": 4,
+        "curves": [[0.5, 0.8, 0.9, 0.91], [0.6, 0.85, 0.88, 0.92]], "higher_is_better": True,
+        "command": "parabench calibrate", "date": "2026-11-29", "device": "cpu",
+        "workload_version": current_version("cnn"), "data": data_fingerprint(mine)})
+    cnn = workloads.get("cnn")
+    assert mid_epoch_from(cnn, _config(target_quality=0.9, options={"data_dir": str(mine)})) == 2
+    assert mid_epoch_from(cnn, _config(target_quality=0.9, options={"data_dir": str(other)})) == 0
+    assert mid_epoch_from(cnn, _config(target_quality=0.9, batch_size=32,
+                                       options={"data_dir": str(mine)})) == 0
 
 
 class _Session:

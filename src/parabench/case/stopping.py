@@ -190,16 +190,19 @@ def mid_epoch_from(workload: Workload, config: RunConfig) -> int:
     (:func:`~parabench.workloads.quality_targets.first_reach_epoch`): before it no measured
     run was at the target at an epoch's end, so evaluations between its parts would rarely
     decide anything and cost the most. 0 (every part) where serial's curves do not describe
-    this case: no curves at the profile, a batch size or an option that changes the
-    mathematics (``--data-dir`` among them), or ``$PARABENCH_EVAL_ALL_PARTS`` set (how
-    ``scripts/eval_placement.py`` measures what this changes)."""
+    this case: no curves at the profile (for ``--data-dir``, none calibrated on those files),
+    a batch size or another option that changes the mathematics, or
+    ``$PARABENCH_EVAL_ALL_PARTS`` set (how ``scripts/eval_placement.py`` measures what this
+    changes)."""
     from parabench.identity import math_options
 
+    others = set(config.options) - {"data_dir"}  # its curves are the data's calibrated ones
     if (config.target_quality is None or config.batch_size is not None
-            or set(config.options) & set(math_options()) or os.environ.get(EVAL_ALL_PARTS)):
+            or others & set(math_options()) or os.environ.get(EVAL_ALL_PARTS)):
         return 0
     first = first_reach_epoch(workload.name, config.profile, config.target_quality,
-                              workload.quality.higher_is_better, device=config.device)
+                              workload.quality.higher_is_better,
+                              data_dir=config.options.get("data_dir"), device=config.device)
     return first - 1 if first else 0
 
 
