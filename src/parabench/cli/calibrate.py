@@ -64,10 +64,11 @@ def calibration_hints(args: argparse.Namespace, profile_of: Callable[[Any], str]
     """``--target-quality`` with each workload's default target: ``--targets FILE`` is set for
     the cases (:data:`parabench.workloads.targetstore.ENV`); a workload no store nor the shipped
     table has an entry for gets the ``parabench calibrate`` command that would make one and its
-    guessed time, printed where it runs on to its fallback target, exit 2 where it has none."""
+    time as its ``--dry-run`` estimates it, printed where it runs on to its fallback target,
+    exit 2 where it has none."""
     from parabench.registry import workloads
     from parabench.stopping import ToTarget
-    from parabench.sweep.calibrate import guessed_s
+    from parabench.sweep.calibrate import estimated_s
     from parabench.sweep.dryrun import _clock
     from parabench.workloads.quality_targets import missing_reason, quality_target
 
@@ -83,8 +84,9 @@ def calibration_hints(args: argparse.Namespace, profile_of: Callable[[Any], str]
         for data_dir, device in itertools.product(data_dirs, args.device or [None]):
             if quality_target(name, profile, data_dir, device) is not None:
                 continue
+            seconds, guessed = estimated_s(name, profile, 3, data_dir=data_dir)
             hint = (f"{missing_reason(name, profile, data_dir, device)} (about "
-                    f"{_clock(guessed_s(name, profile, 3, data_dir=data_dir))}, guessed)")
+                    f"{_clock(seconds)}, {'partly guessed' if guessed else 'estimated'})")
             if wl.reference_quality is None:
                 raise UsageError(f"{hint}; then run this again, or give --target-quality Q")
             print(f"parabench: {hint}; this run trains {name} to the fallback target "

@@ -229,11 +229,12 @@ def planned_cases(workload: str, profile: str, seeds: list[int], max_epochs: int
             for case in plan(_grid(workload, profile, seed, epochs, timeout_s, data_dir, device))]
 
 
-def guessed_s(workload: str, profile: str, seeds: int = 3, max_epochs: int = MAX_EPOCHS,
-              data_dir: str | None = None, device: str = "cpu") -> float:
-    """A calibration's time as the dry run guesses each case (declared figures:
-    :func:`parabench.sweep.dryrun.guess_s`), for the hint of a run without an entry."""
-    from parabench.sweep.dryrun import guess_s
+def estimated_s(workload: str, profile: str, seeds: int = 3, max_epochs: int = MAX_EPOCHS,
+                data_dir: str | None = None, device: str = "cpu") -> tuple[float, bool]:
+    """(seconds, partly guessed): a calibration's time as ``--dry-run`` estimates it (this
+    machine's cost model, else the declared figures), for the hint of a run without an
+    entry."""
+    from parabench.sweep.dryrun import estimated_s as plan_s
 
-    return sum(guess_s(c.config) for c in planned_cases(
-        workload, profile, list(range(seeds)), max_epochs, data_dir, device))
+    return plan_s(planned_cases(workload, profile, list(range(seeds)), max_epochs, data_dir,
+                                device))

@@ -183,13 +183,7 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     total says its leave-one-out error; without, from earlier results of the same cases in
     ``previous``, else the declared guesses (marked ``?``). ``machine``: this machine's
     :func:`~parabench.sweep.costs.machine_key` (found when needed)."""
-    rows = merged(list(read_costs()) if history is None else history,
-                  (row for r in previous if (row := cost_row(r)) is not None))
-    model = None
-    if rows:
-        model = CostModel.fit(rows, machine or this_machine(), declared=declared_for)
-    estimator = (_Modelled(model) if model is not None and model.rows
-                 else _Earlier.of(previous))
+    estimator = _estimator(previous, history, machine)
     done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
     lines, total, guessed, runs = [], 0.0, 0, 0
     for case in cases:
@@ -205,6 +199,26 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     lines.append(f"\n{len(cases)} case(s) planned: {runs} to run, {skipped} skipped; "
                  f"estimated {_clock(total)}{note}. Nothing was run.")
     return "\n".join(["Planned cases:", *lines])
+
+
+def estimated_s(cases: Sequence, previous: Sequence[Result] = ()) -> tuple[float, bool]:
+    """(seconds, partly guessed) of the cases that would run, as :func:`describe_plan`
+    totals them (the machine's cost model where it has recorded cases)."""
+    estimator = _estimator(previous, None, None)
+    runs = [estimator.estimate(c.config) for c in cases if c.skip_reason is None]
+    return (sum(r[0] for r in runs) + estimator.overhead(len(runs)),
+            any(r[2] for r in runs))
+
+
+def _estimator(previous: Sequence[Result], history: Sequence[dict] | None,
+               machine: str | None) -> _Modelled | _Earlier:
+    """The cost model fitted to this machine's recorded cases, else earlier results."""
+    rows = merged(list(read_costs()) if history is None else history,
+                  (row for r in previous if (row := cost_row(r)) is not None))
+    model = None
+    if rows:
+        model = CostModel.fit(rows, machine or this_machine(), declared=declared_for)
+    return _Modelled(model) if model is not None and model.rows else _Earlier.of(previous)
 
 
 def _not_run(case: Any, done: set) -> str | None:
