@@ -6,6 +6,7 @@ Usage::
     python scripts/quality_targets.py --profile tiny --workload mlp,cnn
     python scripts/quality_targets.py --profile tiny --workload cnn --seeds 3 --dry-run
     python scripts/quality_targets.py --profile tiny --epochs 24 --seeds 20 --workload mlp
+    python scripts/quality_targets.py --profile quick --workload cnn --from-store T.json
 
 For each workload it runs ``serial`` (1 worker, 1 thread) once per seed through the real
 harness (:func:`parabench.sweep.calibrate.measure`, which ``parabench calibrate`` uses too:
@@ -32,6 +33,12 @@ its workload and profile. Entries not measured by this invocation are kept as th
 ``--target-quality`` without a value reads this table
 (:mod:`parabench.workloads.quality_targets`).
 
+``--from-store FILE`` measures nothing: it ships the entries ``parabench calibrate --targets
+FILE`` measured (epoch budget at serial's plateau, samples to the target per seed) for the
+current code, synthetic data and the CPU, keeping their own command and date and adding
+``shipped_by`` (this command). The quick entries come this way: a calibration is resumable
+and its budget is where the curves stop rising, where this script's is a fixed count.
+
 Not a timing: the machine's load does not matter, only the qualities are used.
 """
 
@@ -48,12 +55,15 @@ from typing import Any
 from parabench.registry import workloads
 from parabench.sweep.calibrate import measure
 from parabench.workloads.quality_targets import TABLE
+from parabench.workloads.targetstore import current_version, matches, read_store
 
 ABOUT = ("Default time-to-quality targets: per workload and profile, the 10th percentile "
          "(90th for lower-is-better metrics; numpy's linear interpolation) over seeds of "
          "serial's held-out quality after the last epoch of the stated budget (1 worker, "
-         "1 thread). Written by scripts/quality_targets.py; each entry records the per-seed "
-         "figures and curves, the seeds, the epochs, the command and the date.")
+         "1 thread). Written by scripts/quality_targets.py, measured there or by `parabench "
+         "calibrate` (then the budget is serial's plateau, and shipped_by says so); each "
+         "entry records the per-seed figures and curves, the seeds, the epochs, the command "
+         "and the date.")
 #: the epoch budget per profile: at most the CLI's default --max-epochs (10)
 BUDGET = {"tiny": 8, "quick": 8, "full": 8}
 
@@ -66,6 +76,19 @@ def write(workload: str, profile: str, entry: dict[str, Any], path: Path = TABLE
     path.write_text(json.dumps({"about": ABOUT, "entries": ordered}, indent=1) + "\n")
 
 
+def calibrated(store: Path, workload: str, profile: str) -> dict[str, Any]:
+    """The newest entry of ``workload`` at ``profile`` in the calibrate store ``store`` that is
+    for the current code, synthetic data and the CPU (what the shipped table is for)."""
+    want = {"workload_version": current_version(workload), "data": None, "device": "cpu"}
+    found = [e for e in read_store(store).get(workload, {}).get(profile, []) if matches(e, want)]
+    if not found:
+        raise SystemExit(f"{store} has no entry for {workload} at {profile} on synthetic data, "
+                         f"cpu, version {want['workload_version']}; `parabench calibrate "
+                         f"--workload {workload} --profile {profile} --targets {store}` "
+                         "measures one")
+    return found[-1]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -75,19 +98,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=None, help="default: the profile's budget")
     p.add_argument("--timeout", type=float, default=1800.0, help="per case, seconds")
     p.add_argument("--dry-run", action="store_true", help="measure, print, write nothing")
+    p.add_argument("--from-store", type=Path, default=None, metavar="FILE",
+                   help="ship parabench calibrate's entries from FILE; measure nothing")
+    p.add_argument("--table", type=Path, default=TABLE, help=argparse.SUPPRESS)  # tests
     args = p.parse_args(argv)
     names = args.workload.split(",") if args.workload else workloads.names()
     epochs = args.epochs or BUDGET[args.profile]
     command = " ".join(["python scripts/quality_targets.py", *map(shlex.quote, argv)])
     for name in names:
-        entry = measure(name, args.profile, list(range(args.seeds)), epochs,
-                        timeout_s=args.timeout, plateau=False)  # the shipped table's budget
-        entry.update(command=command, date=date.today().isoformat())
+        if args.from_store is not None:
+            entry = dict(calibrated(args.from_store, name, args.profile), shipped_by=command)
+        else:
+            entry = measure(name, args.profile, list(range(args.seeds)), epochs,
+                            timeout_s=args.timeout, plateau=False)  # a fixed budget
+            entry.update(command=command, date=date.today().isoformat())
         print(f"{name} {args.profile}: target {entry['target']:.4g} (p{entry['percentile']}), "
               f"min {entry['min']:.4g} median {entry['median']:.4g} max {entry['max']:.4g}",
               flush=True)
         if not args.dry_run:  # one workload at a time: a later failure keeps what was measured
-            write(name, args.profile, entry)
+            write(name, args.profile, entry, args.table)
     return 0
 
 

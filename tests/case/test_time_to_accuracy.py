@@ -36,6 +36,7 @@ from parabench.stopping import Epochs, StopError, ToTarget
 from parabench.sweep.run import Grid, plan
 from parabench.sweep.table import format_table, summarize
 from parabench.workload import Dataset, Quality, Workload
+from parabench.workloads.quality_targets import quality_target
 
 pytestmark = pytest.mark.cpu
 
@@ -219,7 +220,7 @@ def test_the_shipped_table_has_every_workload_the_default_run_trains() -> None:
     """Every workload of `parabench run` (no options: the coverage grid at tiny) and of the
     README's main job (cnn at tiny) has a measured target, at most 1 of 10 seeds below it."""
     from parabench.cli import COVERAGE_PROFILE
-    from parabench.workloads.quality_targets import quality_target, table
+    from parabench.workloads.quality_targets import table
 
     cases = plan(Grid(coverage=True, profile=COVERAGE_PROFILE, stop=Epochs(1)))
     default_run = {c.config.workload for c in cases if c.skip_reason is None
@@ -248,16 +249,40 @@ def test_resolving_targets() -> None:
     assert not reached(None, 0.5, True) and not reached(float("nan"), 0.5, False)
 
 
+@pytest.mark.parametrize("name", ["cnn", "mlp", "nbow", "conv_autoencoder", "random_forest"])
+def test_the_shipped_quick_entries_are_calibrated_at_serial_s_plateau(name: str) -> None:
+    """The quick entries come from `parabench calibrate` (scripts/quality_targets.py
+    --from-store): 10 seeds, the budget where the curves stop rising (a forest: its one fit),
+    the target the 10th percentile there (90th for the MSE), samples to it per seed."""
+    import numpy as np
+
+    from parabench.workloads.quality_targets import table
+
+    raw = table()[name]["quick"]
+    assert raw["shipped_by"].startswith("python scripts/quality_targets.py --profile quick")
+    assert raw["command"].startswith(f"parabench calibrate --workload {name} --profile quick")
+    assert len(raw["seeds"]) == len(raw["values"]) == len(raw["samples_to_target"]) >= 10
+    assert raw["epochs"] <= raw["max_epochs"] and "budget_rule" in raw
+    assert all(len(c) == raw["epochs"] for c in raw["curves"])
+    assert raw["values"] == [c[-1] for c in raw["curves"]]  # the quality at the budget
+    higher = workloads.get(name).quality.higher_is_better
+    assert raw["target"] == pytest.approx(np.percentile(raw["values"], 10 if higher else 90))
+    assert raw["reached_by"] >= 0.9 * len(raw["values"])
+    assert quality_target(name, "quick").value == raw["target"]
+
+
 def test_the_planner_gives_each_workload_its_own_default_target() -> None:
     cases = plan(Grid(workloads=["mlp", "conv_autoencoder"], methods=["serial"],
                       profile="tiny", stop=ToTarget(max_epochs=7)))
     targets = {c.config.workload: c.config.target_quality for c in cases}
     assert targets == {name: default_target(workloads.get(name), "tiny")[0]
                        for name in ("mlp", "conv_autoencoder")}
-    quick = plan(Grid(workloads=["mlp", "conv_autoencoder"], methods=["serial"],
-                      profile="quick", stop=ToTarget(max_epochs=7)))  # unmeasured
+    quick = plan(Grid(workloads=["mlp", "conv_autoencoder", "vgg11"], methods=["serial"],
+                      profile="quick", stop=ToTarget(max_epochs=7)))
     assert {c.config.workload: c.config.target_quality for c in quick} == {
-        "mlp": pytest.approx(0.776), "conv_autoencoder": pytest.approx(0.013 / 0.97)}
+        "mlp": quality_target("mlp", "quick").value,  # shipped
+        "conv_autoencoder": quality_target("conv_autoencoder", "quick").value,
+        "vgg11": pytest.approx(0.97 * 0.859)}  # unmeasured: the fallback
     assert all(c.config.epochs == 7 for c in cases)
     # a target changes the case: --resume must not take a fixed-epoch result for it
     plain = plan(Grid(workloads=["mlp"], methods=["serial"], profile="tiny", stop=Epochs(7)))[0]
@@ -314,8 +339,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_contradictory_or_bad_input_exits_2(args: list[str], expected: str) -> None:
-    proc = cli("run", "--workload", "mlp", "--method", "serial", *args)
-    assert proc.returncode == 2, proc.stderr
+    proc = cli("run", "--workload", "mlp", "--method", "serial", "--profile", "full", *args)
+    assert proc.returncode == 2, proc.stderr  # full: no measured target
     assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -397,9 +422,12 @@ def test_torchrun_launcher_takes_the_same_target(monkeypatch: pytest.MonkeyPatch
     base = ["--workload", "mlp", "--method", "ddp", "--out", "r.jsonl"]  # parabench run's args
     base_max = [*base, "--max-epochs", "6"]  # with a target, the cap is --max-epochs
     config = config_from(parse_args([*base_max, "--target-quality", "default"]), threads=1)
-    assert config.target_quality == pytest.approx(0.97 * 0.80) and config.epochs == 6
+    assert config.target_quality == quality_target("mlp", "quick").value and config.epochs == 6
     assert config_from(parse_args([*base_max, "--target-quality", "0.5"]), 1).target_quality == 0.5
-    assert config_from(parse_args(base), threads=1).target_quality is None
+    # no flag: the measured target where there is one (as `parabench run`), else fixed epochs
+    assert config_from(parse_args(base), threads=1).target_quality == config.target_quality
+    full = config_from(parse_args([*base, "--profile", "full"]), threads=1)
+    assert full.target_quality is None
 
 
 def test_a_killed_case_keeps_the_qualities_it_printed(tmp_path: Path) -> None:

@@ -82,14 +82,14 @@ def test_calibrate_dry_run_estimates_and_runs_nothing(
 
 def test_a_run_without_an_entry_names_the_calibrate_command_and_goes_on(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """mlp has no entry at quick but a fallback target: the run says which calibration would
+    """mlp has no entry at full but a fallback target: the run says which calibration would
     make one and what it would cost, then plans on (here: a dry run)."""
     from parabench.cli import main
 
     monkeypatch.delenv("PARABENCH_TARGETS", raising=False)
-    assert main(["run", "--workload", "mlp", "--method", "serial", "--profile", "quick",
+    assert main(["run", "--workload", "mlp", "--method", "serial", "--profile", "full",
                  "--target-quality", "--dry-run", "--out", "/dev/null"]) == 0
     out = capsys.readouterr().out
-    assert ("parabench: no measured target for mlp at quick; `parabench calibrate --workload "
-            "mlp --profile quick --seeds 3` measures one (about ") in out
+    assert ("parabench: no measured target for mlp at full; `parabench calibrate --workload "
+            "mlp --profile full --seeds 3` measures one (about ") in out
     assert "this run trains mlp to the fallback target" in out and "Planned cases:" in out

@@ -186,3 +186,31 @@ def test_an_interrupted_calibration_keeps_its_seeds_and_resumes(tmp_path: Path) 
     assert ran == [1, 2]  # seed 0 came from the partial file
     assert entry["seeds"] == [0, 1, 2] and len(entry["values"]) == 3
     assert any("ETA" in line for line in lines)
+
+
+# --- shipping a calibrated entry (scripts/quality_targets.py --from-store) ---------------------
+
+def test_the_script_ships_the_current_calibrated_entry_and_nothing_else(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "quality_targets_script", Path(__file__).resolve().parents[2] / "scripts" /
+        "quality_targets.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    store, table = tmp_path / "T.json", tmp_path / "table.json"
+    write_entry(store, "mlp", "quick", _entry(0.7, command="parabench calibrate A", min=0.7,
+                                               median=0.705, max=0.71))
+    write_entry(store, "mlp", "quick", _entry(0.1, workload_version="0123456789ab"))  # stale
+    write_entry(store, "mlp", "quick", _entry(0.2, device="cuda"))  # another device
+    write_entry(store, "mlp", "quick", _entry(0.3, data="1 file(s), sha256 ab"))  # user data
+    args = ["--profile", "quick", "--workload", "mlp", "--from-store", str(store),
+            "--table", str(table)]
+    assert script.main(args) == 0
+    shipped = json.loads(table.read_text())["entries"]["mlp"]["quick"]
+    assert shipped["target"] == 0.7 and shipped["command"] == "parabench calibrate A"
+    assert shipped["shipped_by"].startswith("python scripts/quality_targets.py --profile quick")
+    with pytest.raises(SystemExit, match="parabench calibrate --workload cnn --profile quick"):
+        script.main(["--profile", "quick", "--workload", "cnn", "--from-store", str(store),
+                     "--table", str(table)])
+    assert list(json.loads(table.read_text())["entries"]) == ["mlp"]  # nothing else written

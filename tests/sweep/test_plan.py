@@ -157,8 +157,11 @@ def test_a_sweep_trains_to_the_measured_target_unless_told_a_fixed_count(tmp_pat
         "--workload", "cnn", "--profile", "tiny", "--max-epochs", "4")} == {(cnn.value, 4)}
     assert {(c.target_quality, c.epochs) for c in configs(
         "--workload", "cnn", "--profile", "tiny", "--epochs", "2")} == {(None, 2)}
+    quick = quality_target("cnn", "quick")  # shipped: the default profile ranks by time too
+    assert quick is not None and {(c.target_quality, c.epochs) for c in configs(
+        "--workload", "cnn")} == {(quick.value, 10)}
     assert {(c.target_quality, c.epochs) for c in configs(
-        "--workload", "cnn", "--profile", "quick")} == {(None, 3)}  # nothing measured there
+        "--workload", "cnn", "--profile", "full")} == {(None, 3)}  # nothing measured there
     images = tmp_path / "images"
     for label in ("a", "b"):
         (images / label).mkdir(parents=True)

@@ -56,7 +56,7 @@ def test_the_planner_decides_the_rule_from_the_flags() -> None:
     (["--workload", "mlp", "--epochs", "2", "--target-quality", "0.5"], "--max-epochs N"),
     (["--workload", "mlp", "--epochs", "2", "--max-epochs", "3"], "not both"),
     (["--max-epochs", "3"], "the coverage grid takes --epochs N"),
-    (["--workload", "mlp", "--profile", "quick", "--max-epochs", "3"], "none of mlp"),
+    (["--workload", "vgg11", "--profile", "quick", "--max-epochs", "3"], "none of vgg11"),
 ])
 def test_contradicting_flags_are_usage_errors(argv: list[str], says: str, capsys) -> None:
     with pytest.raises(ConfigError, match=says):
@@ -74,15 +74,15 @@ def test_a_case_carries_its_resolved_rule() -> None:
     [case] = plan(auto)
     assert case.config.stop == ToTarget(entry.value,
                                         max_epochs=default_max_epochs(["mlp"], "tiny"))
-    # no measured target at quick, and the user's own data: the fixed epochs instead
-    [quick] = plan(dataclasses.replace(auto, profile="quick"))
-    assert quick.config.stop == Epochs(3) and quick.config.target_quality is None
+    # no measured target at full, and the user's own data: the fixed epochs instead
+    [full] = plan(dataclasses.replace(auto, profile="full"))
+    assert full.config.stop == Epochs(3) and full.config.target_quality is None
     own = auto.config(workload="mlp", method="serial", device="cpu", workers=1,
                       options={"data_dir": "/somewhere"})
     assert own.stop == Epochs(3)
     # each workload's own target without 'otherwise': the fallback where none was measured
-    [fallback] = plan(dataclasses.replace(auto, profile="quick", stop=ToTarget(max_epochs=4)))
-    assert fallback.config.stop == ToTarget(default_target(mlp, "quick")[0], max_epochs=4)
+    [fallback] = plan(dataclasses.replace(auto, profile="full", stop=ToTarget(max_epochs=4)))
+    assert fallback.config.stop == ToTarget(default_target(mlp, "full")[0], max_epochs=4)
     assert fallback.config.epochs == 4  # the cap, recorded as the case's most epochs
 
 
