@@ -2,26 +2,30 @@
 
 Usage::
 
-    PYTHONPATH=src python scripts/regret_harness.py                     # 6 scenarios x 5 seeds
+    PYTHONPATH=src python scripts/regret_harness.py                     # every scenario x 5 seeds
     PYTHONPATH=src python scripts/regret_harness.py --scenario cnn-2 --seeds 2 --out /tmp/r
     PYTHONPATH=src python scripts/regret_harness.py --table-only        # rewrite the table
 
 Each scenario is one ``parabench run`` selection in time-to-target mode (``--target-quality``,
-the measured default target; tiny profile). Every seed is a real run of the whole selection
-(``--seed S``, one process per case, as a user runs it):
+the measured default target; the tiny profile, or the one the scenario names). Every seed is a
+real run of the whole selection (``--seed S``, one process per case, as a user runs it):
 
 * **the answer** is what ``parabench run`` recommends from seed 0's run alone
   (:func:`parabench.analysis.recommend.recommend`), as a user would get it;
 * **the ground truth** is every configuration's *measured* training seconds to the target in
   every seed: its own samples-to-target / its own steady samples/s (for every method, also
   those whose answer figure is derived from serial's samples), a seed that did not reach the
-  target counting as never. The best is the configuration with the lowest median over seeds;
-  its 95 % interval is a bootstrap of that median over the seeds.
+  target counting as never. So that every configuration finds its own crossing, the runs
+  evaluate every part of every epoch (``PARABENCH_EVAL_ALL_PARTS=1``): a method graded
+  exactly would otherwise stop at serial's crossing, reached or not. The best is the
+  configuration with the lowest median over seeds; its 95 % interval is a bootstrap of that
+  median over the seeds.
 
 Regret = the answer's median seconds / the best's - 1. The table (``OUT/regret_table.md``)
 has one row per scenario (answer, best, regret, whether the answer lies within the best's
 interval, load) and the two figures the answer is judged by: the share of scenarios whose
-answer is within the best's interval, and the median regret. Runs are kept
+answer is within the best's interval, and the median regret; rows of scenarios not run this
+time are kept from ``OUT/regret_records.json``. Runs are kept
 (``OUT/<scenario>/seed<S>.jsonl``) and skipped when present, so a run can be resumed.
 Speed figures: measure on a quiet machine and read the recorded load.
 """
@@ -42,8 +46,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "docs" / "regret"
-#: scenario -> parabench run arguments (tiny, time-to-target mode added); cnn-2 and mlp-2 hold
-#: fedavg, a statistical method whose samples/s is the highest on cnn
+#: scenario -> parabench run arguments (time-to-target mode added; the profile tiny where they
+#: name none); cnn-2 and mlp-2 hold fedavg, a statistical method whose samples/s is the highest
+#: on cnn; the quick ones are where a parallel configuration may win (a forest's trees on two
+#: cores, a model big enough for data parallelism to pay)
 SCENARIOS = {
     "cnn-2": "--workload cnn --method serial,ddp,fedavg,fsdp,pipeline --workers 1,2",
     "cnn-1": "--workload cnn --method serial,ddp,fedavg --workers 1",
@@ -52,8 +58,21 @@ SCENARIOS = {
     "vgg11-2": "--workload vgg11 --method serial,ddp,fedavg --workers 2",
     "random_forest-2": "--workload random_forest --method serial,rf_threads,rf_processes "
                        "--workers 1,2",
+    "random_forest-quick-2": "--workload random_forest --method serial,rf_threads,rf_processes "
+                             "--workers 1,2 --profile quick",
+    "nbow-quick-2": "--workload nbow --method serial,ddp,fedavg --workers 1,2 --profile quick",
+    "mlp-quick-2": "--workload mlp --method serial,ddp,fedavg --workers 1,2 --profile quick",
+    # no measured target at quick: the fallback (0.97 x the quick reference), exact methods only
+    "seq2seq-quick-2": "--workload seq2seq --method serial,ddp --workers 1,2 --profile quick",
 }
-COMMON = ["--profile", "tiny", "--target-quality"]
+COMMON = ["--target-quality"]
+
+
+def scenario_args(scenario: str) -> list[str]:
+    """The scenario's ``parabench run`` arguments: its own, the profile tiny unless it names
+    one, and time-to-target mode."""
+    own = shlex.split(SCENARIOS[scenario])
+    return [*own, *([] if "--profile" in own else ["--profile", "tiny"]), *COMMON]
 
 
 def load_text() -> str:
@@ -69,11 +88,12 @@ def run_seed(scenario: str, seed: int, out: Path) -> Path:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "parabench", "run", *shlex.split(SCENARIOS[scenario]),
-           *COMMON, "--seed", str(seed), "--out", str(path)]
+    cmd = [sys.executable, "-m", "parabench", "run", *scenario_args(scenario),
+           "--seed", str(seed), "--out", str(path)]
     before = load_text()
-    with open(path.with_suffix(".log"), "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    with open(path.with_suffix(".log"), "w") as log:  # every configuration's own crossing
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False,
+                            env={**os.environ, "PARABENCH_EVAL_ALL_PARTS": "1"}).returncode
     if rc not in (0, 1):  # 1: some case failed, recorded as such; anything else: stop
         raise RuntimeError(f"{shlex.join(cmd)} exited {rc}; see {path.with_suffix('.log')}")
     done.write_text(json.dumps({"command": shlex.join(cmd[1:]), "load_before": before,
@@ -134,19 +154,30 @@ def _load_span(loads: list[dict[str, Any]]) -> str:
     return f"{span('load_before')} -> {span('load_after')}"
 
 
+def is_parallel(label: str) -> bool:
+    """'ddp 2x1' is a parallel configuration; serial at any threads, or one worker of a
+    parallel method ('rf_threads 1x1'), is not."""
+    method, shape = label.rsplit(" ", 1)
+    return method != "serial" and int(shape.split("x")[0]) > 1
+
+
 def table(rows: list[dict[str, Any]], command: str) -> str:
     lines = ["| scenario | seeds | answer (seed 0) | its median s | best (all seeds) | best s "
-             "(95% CI) | regret | within CI | load (1 min) before -> after |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "(95% CI) | regret | within CI | load (1 min) before -> after | date |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['scenario']} | {r['seeds']} | {r['answer']} | {r['answer_s']:.3f} "
                      f"| {r['best']} | {r['best_s']:.3f} ({r['best_ci'][0]:.3f}-"
                      f"{r['best_ci'][1]:.3f}) | {r['regret']:+.1%} | "
-                     f"{'yes' if r['within_ci'] else 'no'} | {r['load']} |")
+                     f"{'yes' if r['within_ci'] else 'no'} | {r['load']} | "
+                     f"{', '.join(r.get('dates') or ['-'])} |")
     regrets = [r["regret"] for r in rows]
     within = sum(r["within_ci"] for r in rows)
     summary = (f"Answer within the best's 95 % CI in {within}/{len(rows)} scenarios; median "
                f"regret {statistics.median(regrets):+.1%}." if rows else "No scenario yet.")
+    parallel = [r["scenario"] for r in rows if is_parallel(r["best"])]
+    summary += (f" The best is serial in {len(rows) - len(parallel)} of {len(rows)}; a "
+                f"parallel configuration in {', '.join(parallel) or 'none'}." if rows else "")
     truths = [f"* {r['scenario']}: " + ", ".join(f"{k} {v:.3f}s" for k, v in r["truth"].items())
               for r in rows]
     return "\n".join(["# The answer's regret", "", f"Written by `{command}`.", "", *lines, "",
@@ -183,7 +214,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  answer {rows[-1]['answer']}, best {rows[-1]['best']}, regret "
                   f"{rows[-1]['regret']:+.1%}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "regret_records.json").write_text(json.dumps(rows, indent=1))
+    records = args.out / "regret_records.json"
+    kept = [r for r in (json.loads(records.read_text()) if records.is_file() else [])
+            if r["scenario"] not in {row["scenario"] for row in rows}]
+    rows = kept + rows
+    records.write_text(json.dumps(rows, indent=1))
+    if kept:
+        command += (f" (the rows of {', '.join(r['scenario'] for r in kept)} are kept from "
+                    "the earlier records in --out)")
     text = table(rows, command)
     (args.out / "regret_table.md").write_text(text)
     print(text)

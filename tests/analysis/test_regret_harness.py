@@ -70,6 +70,27 @@ def test_an_answer_the_other_seeds_contradict_has_its_regret_measured(tmp_path: 
     assert "| cnn-2 | 3 | fedavg 2x1 |" in text and "within the best's 95 % CI in 0/1" in text
 
 
+def test_a_parallel_best_is_named_and_the_profile_is_the_scenarios_own(tmp_path: Path) -> None:
+    """Where ddp reaches the target soonest in every seed, the answer and the best are ddp and
+    the table names the scenario among those a parallel configuration wins; a scenario's own
+    --profile replaces tiny."""
+    h = _harness()
+    fast_ddp = [[dataclasses.replace(result("ddp", 2, 5000.0, 1408, parity=TRAJECTORY), seed=s)
+                 if r.method == "ddp" else r for r in _seed(s, 6000, 2320.0)] for s in range(3)]
+    files = [_write(tmp_path / f"seed{s}.jsonl", rs) for s, rs in enumerate(fast_ddp)]
+    row = h.judge("nbow-quick-2", files)
+    assert row["best"] == row["answer"] == "ddp 2x1" and row["within_ci"]
+    serial = h.judge("cnn-2", [_write(tmp_path / "s" / f"seed{s}.jsonl", _seed(s, 6000, 2320.0))
+                               for s in range(3)])
+    text = h.table([serial, row], "python scripts/regret_harness.py")
+    assert "The best is serial in 1 of 2; a parallel configuration in nbow-quick-2." in text
+    assert [h.is_parallel(x) for x in ("ddp 2x1", "rf_threads 1x1", "serial 1x2")] == [
+        True, False, False]  # one worker of a parallel method is not a parallel configuration
+    quick = h.scenario_args("nbow-quick-2")
+    assert quick.count("--profile") == 1 and quick[quick.index("--profile") + 1] == "quick"
+    assert h.scenario_args("cnn-2")[-3:] == ["--profile", "tiny", "--target-quality"]
+
+
 def test_bad_arguments_exit_2() -> None:
     for args in (["--scenario", "nope"], ["--seeds", "1"]):
         done = subprocess.run([sys.executable, str(ROOT / "scripts" / "regret_harness.py"),
