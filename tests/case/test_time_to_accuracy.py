@@ -249,7 +249,8 @@ def test_resolving_targets() -> None:
     assert not reached(None, 0.5, True) and not reached(float("nan"), 0.5, False)
 
 
-@pytest.mark.parametrize("name", ["cnn", "mlp", "nbow", "conv_autoencoder", "random_forest"])
+@pytest.mark.parametrize("name", ["cnn", "mlp", "nbow", "conv_autoencoder", "random_forest",
+                                  "seq2seq", "gpt"])
 def test_the_shipped_quick_entries_are_calibrated_at_serial_s_plateau(name: str) -> None:
     """The quick entries come from `parabench calibrate` (scripts/quality_targets.py
     --from-store): 10 seeds, the budget where the curves stop rising (a forest: its one fit),
