@@ -92,9 +92,11 @@ def run_seed(scenario: str, seed: int, out: Path) -> Path:
     cmd = [sys.executable, "-m", "parabench", "run", *scenario_args(scenario),
            "--seed", str(seed), "--out", str(path)]
     before = load_text()
+    from parabench.case.stopping import EVAL_ALL_PARTS
+
     with open(path.with_suffix(".log"), "w") as log:  # every configuration's own crossing
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False,
-                            env={**os.environ, "PARABENCH_EVAL_ALL_PARTS": "1"}).returncode
+                            env={**os.environ, EVAL_ALL_PARTS: "1"}).returncode
     if rc not in (0, 1):  # 1: some case failed, recorded as such; anything else: stop
         raise RuntimeError(f"{shlex.join(cmd)} exited {rc}; see {path.with_suffix('.log')}")
     done.write_text(json.dumps({"command": shlex.join(cmd[1:]), "load_before": before,

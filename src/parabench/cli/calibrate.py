@@ -68,7 +68,7 @@ def calibration_hints(args: argparse.Namespace, profile_of: Callable[[Any], str]
     exit 2 where it has none."""
     from parabench.registry import workloads
     from parabench.stopping import ToTarget
-    from parabench.sweep.calibrate import estimated_s
+    from parabench.sweep.calibrate import calibration_s
     from parabench.sweep.dryrun import _clock
     from parabench.workloads.quality_targets import missing_reason, quality_target
 
@@ -84,7 +84,7 @@ def calibration_hints(args: argparse.Namespace, profile_of: Callable[[Any], str]
         for data_dir, device in itertools.product(data_dirs, args.device or [None]):
             if quality_target(name, profile, data_dir, device) is not None:
                 continue
-            seconds, guessed = estimated_s(name, profile, 3, data_dir=data_dir)
+            seconds, guessed = calibration_s(name, profile, 3, data_dir=data_dir)
             hint = (f"{missing_reason(name, profile, data_dir, device)} (about "
                     f"{_clock(seconds)}, {'partly guessed' if guessed else 'estimated'})")
             if wl.reference_quality is None:

@@ -88,6 +88,12 @@ def partial_key(workload: str, profile: str, data_dir: str | None, device: str,
             f"{device}|{max_epochs}")
 
 
+def _epochs(workload: str, max_epochs: int) -> int:
+    """The epochs each seed trains: ``max_epochs``, or 1 for an estimator (a forest refits
+    the same model every epoch: one fit)."""
+    return max_epochs if workloads.get(workload).epochs_improve else 1
+
+
 def _grid(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
           data_dir: str | None, device: str) -> Grid:
     """One seed's serial case: 1 worker, 1 thread, no windows, against an unreachable
@@ -100,7 +106,7 @@ def _grid(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
 
 
 def _serial(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
-            data_dir: str | None, device: str, higher: bool) -> dict[str, Any]:
+            data_dir: str | None, device: str) -> dict[str, Any]:
     """One seed's serial run (:func:`_grid`): its curve and evaluations."""
     with tempfile.TemporaryDirectory() as tmp:
         (result,) = run_grid(_grid(workload, profile, seed, epochs, timeout_s, data_dir,
@@ -122,9 +128,8 @@ def measure(workload: str, profile: str, seeds: list[int], max_epochs: int = MAX
             run_seed: Callable[..., dict[str, Any]] = _serial) -> dict[str, Any]:
     """The entry of ``workload`` at ``profile`` (see the module's docstring); the finished
     seeds kept in ``partial`` as each ends (a KeyboardInterrupt keeps them and says so)."""
-    wl = workloads.get(workload)
-    higher = wl.quality.higher_is_better
-    epochs = max_epochs if wl.epochs_improve else 1  # a forest refits the same model: one fit
+    higher = workloads.get(workload).quality.higher_is_better
+    epochs = _epochs(workload, max_epochs)
     key = partial_key(workload, profile, data_dir, device, epochs)
     kept = read_store(partial).get(key, {}) if partial is not None else {}
     done = {int(s): r for s, r in kept.items() if int(s) in seeds}
@@ -136,7 +141,7 @@ def measure(workload: str, profile: str, seeds: list[int], max_epochs: int = MAX
         for i, seed in enumerate(todo):
             watch = Stopwatch()
             done[seed] = run_seed(workload, profile, seed, epochs, timeout_s, data_dir,
-                                  device, higher)
+                                  device)
             took.append(watch.seconds())
             if partial is not None:
                 everything = read_store(partial)
@@ -224,17 +229,17 @@ def planned_cases(workload: str, profile: str, seeds: list[int], max_epochs: int
     """The serial cases a calibration runs (for the dry run's cost model)."""
     from parabench.sweep.plan import plan
 
-    epochs = max_epochs if workloads.get(workload).epochs_improve else 1
+    epochs = _epochs(workload, max_epochs)
     return [case for seed in seeds
             for case in plan(_grid(workload, profile, seed, epochs, timeout_s, data_dir, device))]
 
 
-def estimated_s(workload: str, profile: str, seeds: int = 3, max_epochs: int = MAX_EPOCHS,
-                data_dir: str | None = None, device: str = "cpu") -> tuple[float, bool]:
+def calibration_s(workload: str, profile: str, seeds: int = 3, max_epochs: int = MAX_EPOCHS,
+                  data_dir: str | None = None, device: str = "cpu") -> tuple[float, bool]:
     """(seconds, partly guessed): a calibration's time as ``--dry-run`` estimates it (this
     machine's cost model, else the declared figures), for the hint of a run without an
     entry."""
-    from parabench.sweep.dryrun import estimated_s as plan_s
+    from parabench.sweep.dryrun import estimated_s
 
-    return plan_s(planned_cases(workload, profile, list(range(seeds)), max_epochs, data_dir,
+    return estimated_s(planned_cases(workload, profile, list(range(seeds)), max_epochs, data_dir,
                                 device))
