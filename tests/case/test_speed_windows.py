@@ -13,9 +13,10 @@ from typing import ClassVar
 import pytest
 import torch
 
-from parabench.case import lifecycle as lc
+from parabench.case import windows as lc
 from parabench.case.execute import execute
-from parabench.case.lifecycle import CaseLifecycle, steps_for
+from parabench.case.lifecycle import CaseLifecycle
+from parabench.case.windows import steps_for
 from parabench.config import RunConfig
 from parabench.core.clock import Clock
 from parabench.core.records import Window
@@ -96,6 +97,7 @@ def _run(share: int = 1, **config: object) -> CaseLifecycle:
 def test_the_warm_up_window_calibrates_steps_to_the_target_and_stays_out(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PARABENCH_WINDOW_S", raising=False)
+    monkeypatch.setattr(lc, "WINDOW_TARGET_S", 0.5)
     lifecycle = _run(windows=4)
     session = lifecycle.session
     assert isinstance(session, StepSession)
@@ -198,3 +200,22 @@ def test_without_a_count_windows_go_on_while_the_ci_is_wide(
     assert len(noisy(steps=10, windows=4).windows) == 1 + 4  # a count asked for is kept
     monkeypatch.setattr(lc, "WINDOW_BUDGET_S", 0.5)  # 0.1-0.13 s windows: spent after 5
     assert len(noisy(steps=10).windows) == 1 + 5
+
+
+def test_the_window_rule_stops_on_a_narrow_ci_and_goes_on_while_wide() -> None:
+    rule = lc.WindowRule(wanted=4, most=16, ci_target=0.05, budget_s=100.0, least=3)
+    steady = [100.0, 101.0, 99.0, 100.5]
+    assert rule.stop(steady[:3], 3.0) is None  # fewer than wanted: take another
+    assert rule.stop(steady, 4.0) == "ci narrow"
+    wide = [100.0, 130.0, 100.0, 130.0]  # the median's CI spans 100-130: far above 5 %
+    assert rule.stop(wide, 4.0) is None
+    assert rule.stop(wide * 4, 16.0) == "most"
+    assert rule.stop(wide, 100.0) == "budget"  # the budget spent, past the least
+    assert rule.stop(wide[:2], 100.0) is None  # ... but never before the least
+
+
+def test_a_count_asked_for_ignores_the_ci() -> None:
+    rule = lc.window_rule(asked=4)
+    wide = [100.0, 130.0, 100.0, 130.0]
+    assert rule.stop(wide[:3], 3.0) is None and rule.stop(wide, 4.0) == "asked"
+    assert lc.window_rule(asked=None) == lc.WindowRule()  # the module's constants

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from parabench.case import windows
 from parabench.case.result import Result, read_results
+from parabench.case.windows import rule_id, window_target_s
 from parabench.config import RunConfig
 from parabench.core.records import TimeToTarget
 from parabench.stopping import Epochs
@@ -31,6 +33,12 @@ M = "Test CPU | 2 cores | no gpu"
 MAIN_JOB = Path(__file__).parents[1] / "data" / "main_job_costs.jsonl"
 
 
+@pytest.fixture(autouse=True)
+def _default_window_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows below name today's default window rule: not the suite's short windows."""
+    monkeypatch.delenv("PARABENCH_WINDOW_S", raising=False)
+
+
 def row(method: str = "serial", workers: int = 1, threads: int = 2, *, fixed: float = 4.0,
         epoch: float = 1.0, trained: float = 2.0, evals: int = 1, per_eval: float = 0.5,
         windows: float = 5.0, machine: str = M, workload: str = "cnn", **kw: Any
@@ -43,7 +51,8 @@ def row(method: str = "serial", workers: int = 1, threads: int = 2, *, fixed: fl
             "threads": threads, "profile": "tiny", "batch": None, "epochs": 3, "seed": 0,
             "target": None, "math": [], "wall_s": sum(parts.values()), "parts": parts,
             "trained": trained, "evals": evals, "per_epoch": None, "mid_from": 0,
-            "reach": None, "held": None, "status": "ok", **kw}
+            "reach": None, "held": None, "status": "ok",
+            "window_rule": rule_id(window_target_s(), None), **kw}
 
 
 def plan(method: str = "serial", workers: int = 1, threads: int = 2, **kw: Any) -> Plan:
@@ -147,7 +156,9 @@ def test_the_counts_follow_the_evaluation_rules() -> None:
     assert counts(crossing, 3.0, 8) == (3.0, 3)  # crossing at an epoch's end: that end
 
 
-def test_the_main_jobs_rows_reproduce_what_it_recorded() -> None:
+def test_the_main_jobs_rows_reproduce_what_it_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(windows, "WINDOW_TARGET_S", 0.5)  # the window rule it was recorded under
+    monkeypatch.setattr(windows, "WINDOWS", 8)
     rows = [json.loads(line) for line in MAIN_JOB.read_text().splitlines()]
     serial, fedavg = rows[0], rows[-1]
     assert (serial["trained"], serial["evals"], serial["per_epoch"], serial["reach"]) == (
@@ -160,6 +171,15 @@ def test_the_main_jobs_rows_reproduce_what_it_recorded() -> None:
     err = model.error()
     assert err is not None and err.n == 10
     assert err.median < 0.10 and err.p90 < 0.20 and abs(err.total) < 0.05
+
+
+def test_windows_recorded_under_another_window_rule_are_not_used() -> None:
+    old = row(windows=4.5, window_rule="0.5s x8+ci")  # before the rule changed
+    assert "windows" not in row_values(old) and "windows" not in row_values(
+        row(window_rule=None))  # a row from before rows named their rule
+    assert row_values(row(windows=2.0))["windows"] == 2.0
+    model = CostModel.fit([old], M)
+    assert model.estimate(plan()).levels["windows"] == "guess"
 
 
 def test_rows_of_another_machine_are_left_out() -> None:

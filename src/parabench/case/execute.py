@@ -33,10 +33,11 @@ from typing import Any
 
 from parabench.case.bootstrap import median_ci
 from parabench.case.energy import EnergyMeter, open_meter
-from parabench.case.lifecycle import CI_TARGET, CaseLifecycle, window_target_s
+from parabench.case.lifecycle import CaseLifecycle
 from parabench.case.result import QualityValue, Result
 from parabench.case.stopping import tracker_for
 from parabench.case.tracker import TargetTracker
+from parabench.case.windows import CI_TARGET, window_target_s
 from parabench.config import ConfigError, RunConfig
 from parabench.core.clock import WALL, Stopwatch, wall_part
 from parabench.core.launcher import POOL, Launcher

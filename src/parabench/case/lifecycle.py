@@ -19,16 +19,16 @@ Usage::
 
 **Speed windows.** Speed is not read from epochs (a tiny epoch is milliseconds or tens of
 seconds, and the first is warm-up) but from windows: after the epochs and the evaluation the
-session trains ``WINDOWS`` more windows of ``steps`` global mini-batch steps each
+session trains steady windows of ``steps`` global mini-batch steps each
 (:meth:`~parabench.method.Session.train_window`; an estimator's window is one fit, fedavg's one
-round, TensorFlow's one epoch: ``window_unit``), each timed by the case's clock. The first
-window is warm-up (it also calibrates): it is recorded but left out of the steady state.
-``steps`` is ``--steps N``, or picked so a window takes about ``WINDOW_TARGET_S`` from the
-warm-up window's time per step. Windows stop early (after ``MIN_WINDOWS``) once they have taken
-``WINDOW_BUDGET_S``. Throughput is the median of the windows' samples/s with a 95 % bootstrap
-confidence interval (:func:`parabench.case.bootstrap.median_ci`). The windows train on after the
-quality was taken, on :func:`~parabench.torch.loop.window_order` (the same samples for every
-method), so they change neither the learning curve nor parity.
+round, TensorFlow's one epoch: ``window_unit``), each timed by the case's clock, as many as
+:mod:`parabench.case.windows`' rule takes. The first window is warm-up (it also calibrates):
+it is recorded but left out of the steady state. ``steps`` is ``--steps N``, or picked so a
+window takes about ``WINDOW_TARGET_S`` from the warm-up window's time per step. Throughput
+is the median of the windows' samples/s with a 95 % bootstrap confidence interval
+(:func:`parabench.case.bootstrap.median_ci`). The windows train on after the quality was
+taken, on :func:`~parabench.torch.loop.window_order` (the same samples for every method), so
+they change neither the learning curve nor parity.
 
 :class:`CaseLifecycle` makes the case's :class:`~parabench.core.clock.Clock` and sets
 ``session.clock`` (and ``session.launcher``) before ``start``: the session times its work
@@ -52,10 +52,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from parabench.case.bootstrap import ci_half_pct, median_ci
 from parabench.case.energy import EnergyMeter
 from parabench.case.parts import Between, checked_samples, train_epoch
 from parabench.case.tracker import TargetTracker
+from parabench.case.windows import steps_for, window_rule
 from parabench.config import RunConfig
 from parabench.core.clock import Clock, Stopwatch
 from parabench.core.launcher import POOL, Launcher, launching
@@ -64,42 +64,6 @@ from parabench.method import EpochStats, Method, Session
 from parabench.workload import Workload
 
 Say = Callable[[str], None]
-
-#: seconds a speed window aims at when ``--steps`` is not given (0.5-2 s asked for; a window's
-#: clock reads are microseconds, so 0.5 s keeps them far below 0.1 %)
-WINDOW_TARGET_S = 0.5
-#: steady windows per case after the warm-up one (``--windows``; ``$PARABENCH_WINDOWS``)
-WINDOWS = 8
-#: ... but once the windows have taken WINDOW_BUDGET_S, stop after MIN_WINDOWS of them
-MIN_WINDOWS = 3
-WINDOW_BUDGET_S = 10.0
-#: with no count asked for, windows go on past WINDOWS while their CI's half-width (the larger
-#: side, as the table prints it) is above CI_TARGET, up to MAX_WINDOWS and the budget: two
-#: single-thread ranks in lockstep on 2 cores (gloo all-reduce ~1.4 ms) varied 10-15 % from
-#: window to window, and 8 windows then left a CI of 3-23 % for the same mlp ddp case
-CI_TARGET = 0.05
-MAX_WINDOWS = 16
-#: the most steps one window may have (a pathological calibration cannot run for hours)
-MAX_WINDOW_STEPS = 100_000
-
-
-def window_target_s() -> float:
-    """WINDOW_TARGET_S, or ``$PARABENCH_WINDOW_S`` (a test suite's short windows)."""
-    try:
-        return float(os.environ.get("PARABENCH_WINDOW_S", "")) or WINDOW_TARGET_S
-    except ValueError:
-        return WINDOW_TARGET_S
-
-
-def steps_for(stats: EpochStats, batch_size: int | None, target_s: float | None = None) -> int:
-    """Steps that make a window of ``target_s`` (default: :func:`window_target_s`) at
-    ``stats``'s time per global step."""
-    target_s = target_s or window_target_s()
-    if not batch_size or stats.seconds <= 0 or stats.samples <= 0:
-        return 1
-    steps = -(-stats.samples // batch_size)
-    return max(1, min(MAX_WINDOW_STEPS, round(target_s * steps / stats.seconds)))
-
 
 def device_sync(session: Session, config: RunConfig) -> Callable[[], None] | None:
     """What the clock calls before each read: the session's hook, or this process's GPU."""
@@ -241,44 +205,31 @@ class CaseLifecycle:
         env = os.environ.get("PARABENCH_WINDOWS", "")
         return max(2, int(env)) if env.isdigit() else None
 
-    def windows_wanted(self) -> int:
-        """Steady windows: :meth:`windows_asked`, else WINDOWS (more while wide: CI_TARGET)."""
-        asked = self.windows_asked()
-        return WINDOWS if asked is None else asked
-
-    def ci_wide(self) -> bool:
-        """Whether the steady windows' median CI is wider than CI_TARGET (either side)."""
-        rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
-        pct = ci_half_pct(statistics.median(rates), median_ci(rates)) if len(rates) > 1 else None
-        return pct is None or pct > 100 * CI_TARGET
-
     def measure_windows(self, say: Say | None = None) -> None:
-        """The warm-up window, then ``windows_wanted`` steady ones, more while their CI is wide
-        when no count was asked for (CI_TARGET), fewer once the budget is spent (none with
-        ``--steps 0``)."""
+        """The warm-up window, then steady ones until :func:`~parabench.case.windows.window_rule`
+        stops them (none with ``--steps 0``)."""
         if self.config.steps == 0:
             return
-        wanted = self.windows_wanted()
-        most = MAX_WINDOWS if self.windows_asked() is None else wanted
+        rule = window_rule(self.windows_asked())
         say = say or (lambda _msg: None)
         session = self._started()
         self.warm_up_window()
         unit = f"{self.window_steps} steps" if self.window_steps else session.window_unit
-        say(f"speed: {wanted} windows of {unit} after a warm-up window "
+        say(f"speed: {rule.wanted} windows of {unit} after a warm-up window "
             f"of {self.windows[0].seconds:.3f}s")
-        spent = 0.0
+        spent, rates, taken = 0.0, [], 0
         with CpuRate(os.getpid()) as rate:  # the cores the case's processes really kept busy
-            for k in range(max(wanted, most)):
-                if k >= MIN_WINDOWS and spent >= WINDOW_BUDGET_S:
-                    say(f"speed: stopped after {k} windows ({spent:.1f}s budget spent)")
-                    break
-                if k >= wanted and not self.ci_wide():
-                    break
-                if k == wanted:
-                    say(f"speed: CI wider than {CI_TARGET:.0%}, up to {most - k} more windows")
-                spent += self.window().seconds
+            while (why := rule.stop(rates, spent, taken)) is None:
+                if taken == rule.wanted:
+                    say(f"speed: CI wider than {rule.ci_target:.0%}, "
+                        f"up to {rule.most - taken} more windows")
+                stats, taken = self.window(), taken + 1
+                spent += stats.seconds
+                if stats.seconds:
+                    rates.append(stats.samples / stats.seconds)
+        if why == "budget":
+            say(f"speed: stopped after {taken} windows ({spent:.1f}s budget spent)")
         self.window_cores, self.windows_span = rate.cores, rate.span
-        rates = [s.samples / s.seconds for s in self.windows[self.warmup_windows:] if s.seconds]
         if rates:
             say(f"speed: median {statistics.median(rates):,.0f} samples/s "
                 f"over {len(rates)} windows")

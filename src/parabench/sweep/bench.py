@@ -41,7 +41,7 @@ from typing import Any
 
 from parabench import hardware
 from parabench.analysis.ratios import CaseKey, baseline_keys
-from parabench.case.lifecycle import WINDOW_TARGET_S
+from parabench.case.windows import WINDOW_TARGET_S
 from parabench.config import RunConfig
 from parabench.identity import BASELINE_METHOD as BASELINE
 from parabench.registry import methods, workloads

@@ -31,6 +31,7 @@ from typing import Any
 
 from parabench.cache import cache_dir
 from parabench.case.result import Result
+from parabench.case.windows import rule_id
 from parabench.identity import math_options
 
 FILE = "costs.jsonl"
@@ -88,7 +89,9 @@ def cost_row(r: Result) -> dict[str, Any] | None:
         "reach": (ttt.epochs_to_target if ttt is not None and ttt.reached else None),
         "held": ttt.converged_epochs if ttt is not None else None,
         "crossing": bool(config.get("eval_from")),
-        "windows": len(r.window_s), "samples_per_epoch": r.samples_per_epoch,
+        "windows": len(r.window_s),
+        "window_rule": rule_id(r.window.target_s, r.window.asked) if r.window else None,
+        "samples_per_epoch": r.samples_per_epoch,
         "samples_per_s": r.samples_per_s, "status": r.status,
     }
 
