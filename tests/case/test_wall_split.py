@@ -69,7 +69,8 @@ def _plants(tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict[str, dict
     path = os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p)
     env = os.environ | {"PYTHONPATH": path, "PARABENCH_PLUGINS": "wall_plants"}
     cmd = [sys.executable, "-m", "parabench", "run", "--workload", "mlp_slowdata", "--method",
-           "serial,serial_slowclose,serial_sloweval", "--threads", "1", "--profile", "tiny",
+           "serial,serial_slowclose,serial_slowcheck,serial_sloweval", "--threads", "1",
+           "--profile", "tiny",
            "--epochs", "1", "--windows", "2", "--out", str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
                           cwd=tmp_path)
@@ -92,6 +93,9 @@ def test_planted_waits_land_in_their_own_part_and_the_parts_add_up(tmp_path: Pat
         assert parts["train"] == pytest.approx(sum(r["epoch_s"]), abs=0.01), method
         assert parts["windows"] == pytest.approx(sum(r["window_s"]), abs=0.01), method
     serial, close, evals = rows["serial"], rows["serial_slowclose"], rows["serial_sloweval"]
+    check = rows["serial_slowcheck"]  # before the session starts: in no other part
+    assert check["wall_parts"]["check"] >= PLANT_S > serial["wall_parts"]["check"] + PLANT_S / 2
+    assert check["wall_parts"]["exit"] < serial["wall_parts"]["exit"] + PLANT_S / 2
     # the data is built once, by the first case (the others read the sweep's cache)
     assert serial["wall_parts"]["data"] >= PLANT_S
     assert close["wall_parts"]["data"] < PLANT_S / 2 and evals["wall_parts"]["data"] < PLANT_S / 2
@@ -101,5 +105,5 @@ def test_planted_waits_land_in_their_own_part_and_the_parts_add_up(tmp_path: Pat
     assert evals["wall_parts"]["evaluate"] >= serial["wall_parts"]["evaluate"] + 0.9 * EVAL_PLANT_S
     # the CLI's line sums the rows' wall times
     line = " ".join(proc.stdout.split())
-    total = float(re.search(r"where the 3 case\(s\)' ([0-9.]+) s went", line).group(1))
+    total = float(re.search(r"where the 4 case\(s\)' ([0-9.]+) s went", line).group(1))
     assert total == pytest.approx(sum(r["wall_s"] for r in rows.values()), abs=0.15)

@@ -4,10 +4,13 @@ the seconds land in that part (``Result.wall_parts``) and in no other.
 Usage (a test plugin, loaded like every plugin)::
 
     PYTHONPATH=tests/plugins PARABENCH_PLUGINS=wall_plants parabench run \\
-        --workload mlp,mlp_slowdata --method serial,serial_slowclose,serial_sloweval \\
+        --workload mlp,mlp_slowdata \\
+        --method serial,serial_slowclose,serial_slowcheck,serial_sloweval \\
         --profile tiny --epochs 1 --windows 2
 
 * ``serial_slowclose``: the session's ``close`` sleeps :data:`PLANT_S` first (part ``close``);
+* ``serial_slowcheck``: the method's ``check`` (can the case run here?) sleeps
+  :data:`PLANT_S` first (part ``check``);
 * ``serial_sloweval``: every held-out evaluation sleeps :data:`EVAL_PLANT_S` first (part
   ``evaluate``; the result's ``time_to_target.eval_quality`` counts them);
 * workload ``mlp_slowdata``: mlp whose data generation sleeps :data:`PLANT_S` first (part
@@ -50,6 +53,16 @@ class SerialSlowClose(Serial):
 
     def session(self, workload: Workload, config: RunConfig) -> Session:
         return _slowed(super().session(workload, config), "close", PLANT_S)
+
+
+@methods.register
+class SerialSlowCheck(Serial):
+    name = "serial_slowcheck"
+    description = f"serial whose check sleeps {PLANT_S} s (tests/plugins/wall_plants.py)"
+
+    def check(self, workload: Workload, config: RunConfig) -> str | None:
+        time.sleep(PLANT_S)
+        return super().check(workload, config)
 
 
 @methods.register

@@ -20,6 +20,7 @@ from parabench.case.result import Result
 #: the parts in the order a case passes through them, and what each holds
 PARTS: dict[str, str] = {
     "launch": "process start and imports (runner to the case's first line)",
+    "check": "the method's check that the case can run here (its imports, if it needs torch)",
     "start": "session start: its imports (torch), ranks, rendezvous (less data and model)",
     "data": "data: built, or read from the sweep's cache (in the case's process)",
     "model": "model build, FLOPs count, batch size (in the case's process)",

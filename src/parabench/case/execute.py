@@ -103,7 +103,9 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
     method = methods.get(config.method)
     lifecycle = CaseLifecycle(config=config, workload=workload, method=method,
                               launcher=launcher)
-    if (reason := lifecycle.reason()) is not None:
+    with wall_part("check"):
+        reason = lifecycle.reason()
+    if reason is not None:
         return skipped(config, reason)
 
     m: dict[str, Any] = {"status": "ok", "reason": ""}

@@ -369,7 +369,9 @@ def _speed_legend(ok: list[Row]) -> list[str]:
     lines = ["samples/s: median of the steady speed windows (here " + phrase + ", after a "
              "warm-up window left out)",
              "  ± half-width of its 95 % bootstrap CI in % of the median (the larger side when "
-             "the interval is asymmetric);",
+             "the interval is asymmetric); it takes the windows as independent, but speed "
+             "drifts within a case, so it holds the case's later speed less often than 95 % "
+             "(measured: docs/measuring.md, 'Speed windows');",
              "  epoch s: the epoch's samples at that median speed (not a timed epoch)"]
     if any(r.repeats > 1 and r.samples_per_s_ci for r in ok):
         lines.append("  n > 1: median and CI over the repeats' figures (independent runs), not "

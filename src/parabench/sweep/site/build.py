@@ -46,8 +46,10 @@ SPEED_NOTE = (
     "samples/s: the median of the steady speed windows (W windows of N global mini-batch "
     "steps after a warm-up window; one fit, round or epoch for estimators, fedavg and "
     "TensorFlow) ± the half-width of its 95 % bootstrap CI in % of the median (the larger "
-    "side when asymmetric); with repeats, median and CI over the repeats' figures. Older "
-    "results without windows show the figure alone. epoch s: the epoch's samples at that speed."
+    "side when asymmetric; it takes the windows as independent, and holds the case's later "
+    "speed less often than 95 %: docs/measuring.md); with repeats, median and CI over the "
+    "repeats' figures. Older results without windows show the figure alone. epoch s: the "
+    "epoch's samples at that speed."
 )
 
 
