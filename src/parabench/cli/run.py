@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from parabench.case.result import Result, read_results
 from parabench.case.stopping import DEFAULT_MAX_EPOCHS
+from parabench.case.windows import CI_TARGET, MAX_WINDOWS, WINDOW_TARGET_S, WINDOWS
 from parabench.cli.calibrate import add_targets_flag, calibration_hints
 from parabench.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, one_line
 from parabench.cli.types import (
@@ -87,11 +88,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "is warm-up; not with --target-quality, which takes --max-epochs")
     p.add_argument("--steps", type=count(0), default=None, metavar="N",
                    help="speed: training steps per timed window (default: picked so a window "
-                        "takes about 0.5 s; an estimator's window is one fit); 0: no windows, "
-                        "epoch times only")
+                        f"takes about {WINDOW_TARGET_S:g} s; an estimator's window is one fit); "
+                        "0: no windows, epoch times only")
     p.add_argument("--windows", type=count(2), default=None, metavar="W",
-                   help="speed: steady windows per case after a warm-up window (default: 8; "
-                        "throughput is their median with a 95%% bootstrap CI)")
+                   help="speed: steady windows per case after a warm-up window (default: "
+                        f"{WINDOWS}, more while their CI is wider than "
+                        f"{CI_TARGET * 100:.0f}%%, up to {MAX_WINDOWS}; throughput is their "
+                        "median with a 95%% bootstrap CI)")
     p.add_argument("--target-quality", type=target, nargs="?", const=ToTarget(),
                    metavar="Q|default",
                    help="time-to-accuracy mode: evaluate up to 8 times an epoch (off the "
