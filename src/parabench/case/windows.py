@@ -4,9 +4,9 @@ that trains them.
 Usage::
 
     rule = window_rule(asked=None)           # the default: WINDOWS, more while the CI is wide
-    rule = window_rule(asked=4)              # --windows 4: exactly 4 (the budget permitting)
-    rule.stop(rates, spent)                  # None: take another steady window; else why not
-    steps_for(last_epoch, batch_size)        # steps that make a window of window_target_s()
+    rule.stop([1000.0, 1010.0], 0.5)         # None: take another steady window; else why not
+    window_rule(asked=4).stop([1000.0] * 4, 1.0)             # 'asked': exactly 4 were asked for
+    steps_for(EpochStats(seconds=2.0, loss=0.0, samples=1000), 64)  # a window_target_s() window
 
 ``rates`` are the steady windows' samples/s so far and ``spent`` their seconds. Without a
 count asked for, a case takes ``WINDOWS`` steady windows, then more while the 95 % CI of
