@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from parabench.case.bootstrap import ci_half_pct, median_ci
-from parabench.case.windows import CI_TARGET, MAX_WINDOWS, WINDOWS, WindowRule
+from parabench.case.windows import CI_TARGET, MAX_WINDOWS, WindowRule
 
 #: the fewest unused windows the within-case truth is taken from
 MIN_TRUTH = 8
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="+", type=Path, help="JSONL results with long series")
     ap.add_argument("--merge", default="1,2", help="windows merged into one (1: as recorded)")
-    ap.add_argument("--wanted", default=f"3,4,5,6,{WINDOWS}",
+    ap.add_argument("--wanted", default="3,4,5,6,8",
                     help="steady windows before the CI may stop them (the rule's WINDOWS)")
     ap.add_argument("--min-series", type=int, default=24,
                     help="the fewest steady windows a result needs to be a series")

@@ -8,7 +8,7 @@ Usage::
     window_rule(asked=4).stop([1000.0] * 4, 1.0)             # 'asked': exactly 4 were asked for
     steps_for(EpochStats(seconds=2.0, loss=0.0, samples=1000), 64)  # a window_target_s() window
 
-``rates`` are the steady windows' samples/s so far and ``spent`` their seconds. Without a
+:meth:`WindowRule.stop` takes the steady windows' samples/s so far and their seconds. Without a
 count asked for, a case takes ``WINDOWS`` steady windows, then more while the 95 % CI of
 their median is wider than ``CI_TARGET`` (the larger side, as the table prints it), up to
 ``MAX_WINDOWS``; once the windows have taken ``WINDOW_BUDGET_S`` it stops after
@@ -31,7 +31,7 @@ from parabench.method import EpochStats
 #: seconds a speed window aims at when ``--steps`` is not given (a window's clock reads are
 #: microseconds: far below 0.1 % of it). 0.25 s windows, 5 of them before the CI may stop them,
 #: took half the seconds of 8+ windows of 0.5 s, and their CI held the case's later speed no
-#: less often (scripts/window_coverage.py on 28 recorded series; docs/measurements.md, "How
+#: less often (scripts/window_coverage.py on 60 recorded series; docs/measurements.md, "How
 #: many speed windows")
 WINDOW_TARGET_S = 0.25
 #: steady windows per case after the warm-up one (``--windows``; ``$PARABENCH_WINDOWS``)
