@@ -8,7 +8,6 @@ Run: ``pytest tests/analysis/test_gate_harness.py`` (``-m slow`` adds a CLI run 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,16 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from script_module import load_script
+
 pytestmark = pytest.mark.cpu
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "tests" / "plugins"
 
 
 def _harness(name: str = "gate_harness"):  # noqa: ANN202 - the script's module
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(name)
 
 
 @pytest.fixture

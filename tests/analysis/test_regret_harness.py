@@ -8,7 +8,6 @@ scenario run).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from script_module import load_script
 from test_to_target import STATISTICAL, TRAJECTORY, result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,11 +24,7 @@ pytestmark = pytest.mark.cpu
 
 
 def _harness():  # noqa: ANN202
-    spec = importlib.util.spec_from_file_location("regret_harness",
-                                                  ROOT / "scripts" / "regret_harness.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("regret_harness")
 
 
 def _write(path: Path, results: list) -> Path:

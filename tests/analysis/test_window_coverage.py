@@ -7,13 +7,12 @@ Run: ``pytest tests/analysis/test_window_coverage.py``.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from parabench.core.records import Window
+from script_module import load_script
 from sweepdata import case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,12 +21,7 @@ pytestmark = pytest.mark.cpu
 
 
 def _harness():  # noqa: ANN202
-    spec = importlib.util.spec_from_file_location("window_coverage",
-                                                  ROOT / "scripts" / "window_coverage.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks itself up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("window_coverage")
 
 
 def _series(path: Path, rates_by_repeat: list[list[float]]) -> Path:

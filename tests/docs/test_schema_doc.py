@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from script_module import load_script
 
 pytestmark = pytest.mark.cpu
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("schema_doc", ROOT / "scripts" / "schema_doc.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["schema_doc"] = module
-    spec.loader.exec_module(module)
-    return module
+def _script():  # noqa: ANN202
+    return load_script("schema_doc")
 
 
 def test_results_schema_doc_matches_the_dataclasses() -> None:

@@ -191,13 +191,9 @@ def test_an_interrupted_calibration_keeps_its_seeds_and_resumes(tmp_path: Path) 
 # --- shipping a calibrated entry (scripts/quality_targets.py --from-store) ---------------------
 
 def test_the_script_ships_the_current_calibrated_entry_and_nothing_else(tmp_path: Path) -> None:
-    import importlib.util
+    from script_module import load_script
 
-    spec = importlib.util.spec_from_file_location(
-        "quality_targets_script", Path(__file__).resolve().parents[2] / "scripts" /
-        "quality_targets.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("quality_targets")
     store, table = tmp_path / "T.json", tmp_path / "table.json"
     write_entry(store, "mlp", "quick", _entry(0.7, command="parabench calibrate A", min=0.7,
                                                median=0.705, max=0.71))
