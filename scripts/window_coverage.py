@@ -23,7 +23,9 @@ against two truths at the same window length:
 
 It prints per rule: the trials, the coverage of each truth (% of CIs that held it, with the
 95 % Wilson interval), the mean steady windows, the mean seconds of windows (the warm-up
-window included: one window of the length) and the mean CI half-width.
+window included: one window of the length), the mean CI half-width, and ``x95``: how many
+times wider the intervals would have to be to hold the within-case truth in 95 % of trials
+(the 95th percentile of the factor each trial needed on the truth's side).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def replay(series: list[Series], merge: int, wanted: int) -> dict:
     for s in series:
         by_config[s.label][s.repeat] = s
     within = rerun = cut = n = n_rerun = 0
-    windows, seconds, halves = [], [], []
+    windows, seconds, halves, needed = [], [], [], []
     for s in series:
         secs, rates = s.merged(merge)
         k, was_cut = trial(rule, secs, rates)
@@ -116,7 +118,10 @@ def replay(series: list[Series], merge: int, wanted: int) -> dict:
         median = statistics.median(rates[:k])
         n += 1
         cut += was_cut
-        within += lo <= statistics.median(rates[k:]) <= hi
+        truth = statistics.median(rates[k:])
+        within += lo <= truth <= hi
+        side = (hi - median) if truth >= median else (median - lo)  # the side the truth is on
+        needed.append(abs(truth - median) / side if side > 0 else math.inf)
         others = [o for r, o in by_config[s.label].items() if r != s.repeat]
         if others:
             n_rerun += 1
@@ -133,7 +138,17 @@ def replay(series: list[Series], merge: int, wanted: int) -> dict:
             "rerun_ci": wilson(rerun, n_rerun),
             "mean_windows": statistics.fmean(windows) if windows else None,
             "mean_seconds": statistics.fmean(seconds) if seconds else None,
-            "mean_half_pct": statistics.fmean(halves) if halves else None}
+            "mean_half_pct": statistics.fmean(halves) if halves else None,
+            "x95": _p95(needed)}
+
+
+def _p95(values: list[float]) -> float | None:
+    """The 95th percentile (nearest rank) of the factors each CI's side would have needed to
+    hold its within-case truth: how much wider the interval must be to cover 95 %."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,12 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(series)} series ({len({s.label for s in series})} configurations); "
           f"CI target {CI_TARGET:.0%}, at most {MAX_WINDOWS} windows")
     print("merge wanted trials cut  within-case (95% CI)     re-run (95% CI)          "
-          "windows  seconds  half%")
+          "windows  seconds  half%   x95")
     for r in rows:
         print(f"{r['merge']:>5} {r['wanted']:>6} {r['trials']:>6} {r['cut']:>3}  "
               f"{r['within']:6.1%} ({r['within_ci'][0]:.0%}-{r['within_ci'][1]:.0%})       "
               f"{r['rerun']:6.1%} ({r['rerun_ci'][0]:.0%}-{r['rerun_ci'][1]:.0%})       "
-              f"{r['mean_windows']:6.1f} {r['mean_seconds']:8.2f} {r['mean_half_pct']:6.2f}")
+              f"{r['mean_windows']:6.1f} {r['mean_seconds']:8.2f} {r['mean_half_pct']:6.2f} "
+              f"{r['x95']:5.2f}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"series": len(series), "rows": rows}, indent=1) + "\n")

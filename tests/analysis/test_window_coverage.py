@@ -45,11 +45,13 @@ def test_steady_windows_are_covered_and_a_shift_is_not(tmp_path: Path) -> None:
     row = wc.replay(steady, merge=1, wanted=5)
     assert row["trials"] == 2 and row["within"] == 1.0 and row["rerun"] == 1.0
     assert row["mean_windows"] == 5  # narrow at once: the CI stops them at wanted
+    assert row["x95"] <= 1.0  # no interval had to be wider
     # the speed drops 20 % after the windows the rule uses: no CI of theirs holds it
     shifted = [x if i < 16 else 0.8 * x for i, x in enumerate(wobble)]
     moved = wc.load([_series(tmp_path / "b.jsonl", [shifted, [0.7 * x for x in wobble]])], 24)
     row = wc.replay(moved, merge=1, wanted=5)
     assert row["within"] == 0.5 and row["rerun"] == 0.0  # the 0.7x repeat shifts from its start
+    assert row["x95"] > 2  # the shifted one's interval would have to be far wider
     merged = wc.replay(steady, merge=2, wanted=4)  # two windows make one: 20 of them
     assert merged["mean_seconds"] == pytest.approx(5 * 0.5)  # 4 steady and the warm-up one
 
