@@ -126,12 +126,12 @@ class RunConfig:
     #: time-to-accuracy mode (parabench.case.stopping): stop at the first epoch whose held-out
     #: quality reaches this; ``epochs`` is then the most epochs tried. None: fixed epochs
     target_quality: float | None = None
-    #: training steps per speed window (parabench.case.lifecycle): None picks them so a window
+    #: training steps per speed window (parabench.case.windows): None picks them so a window
     #: takes about WINDOW_TARGET_S; 0 measures no windows (epoch mode only). Not part of
     #: ``key``: the window changes how finely speed is sampled, not what the case trains
     steps: int | None = None
     #: steady speed windows after the warm-up one; None: ``$PARABENCH_WINDOWS`` or the
-    #: lifecycle's WINDOWS (a test suite sets the variable low: it checks, it does not measure)
+    #: rule's WINDOWS (parabench.case.windows; a test suite sets the variable low: it checks)
     windows: int | None = None
     #: time to target, a method graded exactly: the samples at which serial, run before it in
     #: this sweep, first reached the target (set by the sweep: parabench.sweep.run.crossing_hint);
