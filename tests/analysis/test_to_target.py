@@ -101,6 +101,23 @@ def test_within_noise_of_serial_the_simplest_is_recommended_and_a_real_gain_is_n
     assert rec.speedup == pytest.approx(1.5, rel=0.01) and rec.speedup_ci[0] > 1.0
 
 
+def test_giving_way_to_serial_takes_serial_s_soonest_threads() -> None:
+    """seq2seq quick, seed 0 of the regret harness (2026-11-29): ddp 2x1, within noise of
+    serial 1x2, gave way to serial 1x2 (31.2 s) although serial 1x1 reached the target sooner
+    (25.2 s). The answer is serial at the threads that get there first; where 2 threads are
+    the sooner, serial 1x2 as before."""
+    ddp = result("ddp", 2, 2345.0, 52716, parity=TRAJECTORY)  # 22.5 s
+    one, two = (result("serial", 1, 2300.0, 52716, threads=1),  # 22.9 s
+                result("serial", 1, 2150.0, 52716, threads=2))  # 24.5 s: ddp within noise
+    [rec] = recommend([two, one, ddp])
+    assert rec.within_noise is not None and rec.within_noise.method == "ddp"
+    assert (rec.best.method, rec.best.key.threads) == ("serial", 1)
+    faster_two = result("serial", 1, 2330.0, 52716, threads=2)
+    [rec] = recommend([result("serial", 1, 1600.0, 52716, threads=1), faster_two, ddp])
+    assert rec.within_noise is not None and rec.within_noise.method == "ddp"
+    assert (rec.best.method, rec.best.key.threads) == ("serial", 2)
+
+
 def test_failed_or_unreached_configurations_are_never_the_answer() -> None:
     results = [result("serial", 1, 2000.0, 1408),
                result("ddp", 2, 4000.0, 1408, parity=BROKEN),
