@@ -241,12 +241,12 @@ def _rank(cands: list[Candidate], target_mode: bool) -> list[Candidate]:
 
 
 def _soonest_serial(base: Candidate, qualifying: list[Candidate]) -> Candidate:
-    """Serial at the threads that reach the target soonest (``qualifying`` is ranked), with
-    ``base``'s batch and options: a configuration within noise of serial at its own cores
-    gives way to serial, and serial with fewer threads can be the sooner one (seq2seq quick:
-    1 thread 25.2 s, 2 threads 31.2 s, on ~1 core)."""
-    return next((c for c in qualifying if is_baseline(c.method)
-                 and (c.key.batch, c.key.options) == (base.key.batch, base.key.options)), base)
+    """``base``'s serial (the same method: tf_serial for TensorFlow's, batch and options) at
+    the threads that reach the target soonest (``qualifying`` is ranked): a configuration
+    within noise of serial at its own cores gives way to serial, and serial with fewer threads
+    can be the sooner one (seq2seq quick: 1 thread 25.2 s, 2 threads 31.2 s, on ~1 core)."""
+    same = (base.method, base.key.batch, base.key.options)
+    return next((c for c in qualifying if (c.method, c.key.batch, c.key.options) == same), base)
 
 
 def _recommend_scope(scope: Scope, cands: list[Candidate]) -> Recommendation:
