@@ -41,6 +41,7 @@ from gate_harness import (  # noqa: E402  (scripts/)
 
 from parabench.analysis.compare import judge_speed, speed_verdict  # noqa: E402
 from parabench.analysis.signflip import MIN_ROUNDS, p_value, trimmed_mean  # noqa: E402
+from parabench.analysis.stats import wilson  # noqa: E402
 
 OUT = DEFAULT_OUT / "rejudged.md"
 
@@ -115,19 +116,11 @@ def resampled(sources: Iterable[Path], threshold: float, draws: int, seed: int =
             diffs = rng.choice(logs, size=len(logs), replace=True)
             ratio = math.exp(float(trimmed_mean(diffs)))
             hits += speed_verdict(ratio, p_value(diffs), threshold).startswith("SLOWER")
-        lo, hi = _wilson(hits, draws)
+        lo, hi = wilson(hits, draws)
         rounds = sum(len(c) for c in comparisons)
         lines.append(f"| {condition} | {_slowdown_label(slowdown, how)} | {len(comparisons)} "
                      f"({rounds}) | {draws} | {hits / draws:.2%} | {lo:.2%}-{hi:.2%} |")
     return "\n".join(lines)
-
-
-def _wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of hits / n."""
-    phat = hits / n
-    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,6 +39,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from parabench.analysis.stats import wilson
 from parabench.case.bootstrap import ci_half_pct, median_ci
 from parabench.case.windows import CI_TARGET, MAX_WINDOWS, WindowRule
 
@@ -78,16 +79,6 @@ def load(paths: list[Path], min_series: int) -> list[Series]:
                      f"{r.get('threads_per_worker')}")
             out.append(Series(label, r.get("repeat", 0), secs, samples))
     return out
-
-
-def wilson(hits: int, n: int) -> tuple[float, float]:
-    """95 % Wilson interval of hits/n."""
-    if n == 0:
-        return (math.nan, math.nan)
-    z, p = 1.96, hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (centre - half, centre + half)
 
 
 def trial(rule: WindowRule, secs: list[float], rates: list[float]) -> tuple[int, bool]:

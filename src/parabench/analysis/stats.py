@@ -9,6 +9,7 @@ Usage::
     lo, hi = ratio_ci(s.values, base.values)          # 95 % bootstrap CI of the median ratio
     p = mann_whitney_p(s.values, base.values)         # two-sided; 1.0 when it cannot be computed
     fit = amdahl_fit({1: 10.0, 2: 5.6, 4: 3.4})       # epoch time per worker count
+    lo, hi = wilson(19, 20)                           # 95 % Wilson interval of a rate, 19/20
 
 Throughput is samples per second. With two or more repeats of a case the samples are the
 per-repeat throughputs (repeats are independent runs); with one repeat they are the steady
@@ -237,6 +238,17 @@ class AmdahlFit:
     def predict_workers(self) -> int:
         """Where the report predicts: twice the largest measured count."""
         return 2 * max(self.measured_workers)
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of the rate ``hits / n`` (95 % at the default ``z``; NaNs
+    for n = 0): the harnesses' coverage and alarm rates."""
+    if n == 0:
+        return (math.nan, math.nan)
+    phat = hits / n
+    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def amdahl_fit(times: dict[int, float]) -> AmdahlFit | None:
