@@ -145,3 +145,52 @@ def test_rss_is_never_below_what_the_later_pss_read_saw(monkeypatch: pytest.Monk
     m = tree_memory([me])
     assert m.case_bytes == rss + 70 * 2**20
     assert m.rss >= m.case_bytes
+
+
+COW = """
+import os, sys
+block = bytearray(os.urandom(1 << 20)) * 64     # 64 MB of anonymous pages, written
+r, w = os.pipe()
+go_r, go_w = os.pipe()
+pid = os.fork()
+if pid == 0:                                    # the child shares them until it writes
+    os.read(go_r, 1)
+    block[::4096] = b"x" * len(block[::4096])   # one byte a page: each page copied
+    os.write(w, b"w")
+    os.read(go_r, 1)
+    os._exit(0)
+print(pid, flush=True)
+sys.stdin.readline()
+os.write(go_w, b"g")
+os.read(r, 1)
+print("written", flush=True)
+sys.stdin.readline()
+os.write(go_w, b"g")
+os.waitpid(pid, 0)
+"""
+
+
+def test_the_share_added_back_for_a_forked_case_is_only_what_it_still_shares() -> None:
+    """core.prestart's server and its forked case: the server's anonymous PSS in pages the
+    case still holds is added to the case's PSS (TreeSampler(shared_with=)). A page the case
+    wrote is its own copy, counted in full in its PSS: the server's now private page must not
+    be added again (the whole Pss_Anon was, before: a case read heavier than a fresh one)."""
+    from parabench.core.measure import shared_anon_share
+
+    proc = subprocess.Popen([sys.executable, "-c", COW], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdout.readline()  # forked
+        shared = shared_anon_share(proc.pid)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "written"
+        after = shared_anon_share(proc.pid)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+    finally:
+        proc.wait(timeout=60)
+    assert shared is not None and after is not None
+    assert shared >= 30 * 2**20  # half of the 64 MB both map
+    assert shared - after >= 28 * 2**20, (shared / 2**20, after / 2**20)  # no longer shared

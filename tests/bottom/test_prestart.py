@@ -49,8 +49,8 @@ def probe_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def opted_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pre-starting is opt-in (``PARABENCH_PRESTART=1``)."""
-    monkeypatch.setenv(prestart.ENV, "1")
+    """Pre-starting is the default: a user's ``PARABENCH_PRESTART=0`` must not turn it off here."""
+    monkeypatch.delenv(prestart.ENV, raising=False)
 
 
 def _start(env: dict[str, str], tmp_path: Path, *args: str, **extra: str) -> prestart.Process:
@@ -101,17 +101,48 @@ def test_a_killed_case_reads_as_killed_and_outside_a_sweep_cases_start_plainly(
     assert plain.import_s is None and plain.popen is not None and plain.wait(timeout=60) == 0
 
 
-@pytest.mark.parametrize("setting", [None, "0"])
-def test_without_opting_in_every_case_starts_plainly(probe_env: dict[str, str], tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch,
-                                                     setting: str | None) -> None:
-    if setting is None:
-        monkeypatch.delenv(prestart.ENV)
-    else:
-        monkeypatch.setenv(prestart.ENV, setting)
+def test_opting_out_or_asking_for_a_plain_start_starts_plainly(
+        probe_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with prestart.prestarted():  # a case that does not train with torch (isolate.forks)
+        proc = prestart.start_process("pb_probe", [], env=probe_env, stdout=tmp_path / "out",
+                                      stderr=tmp_path / "err", cwd=str(tmp_path), fork=False)
+        assert proc.import_s is None and proc.wait(timeout=60) == 0
+        assert prestart._servers == {}  # and no server was started for it
+    monkeypatch.setenv(prestart.ENV, "0")
     with prestart.prestarted():
         proc = _start(probe_env, tmp_path)
         assert proc.import_s is None and proc.wait(timeout=60) == 0
+
+
+LIBRARY_PAGES = textwrap.dedent("""
+    import sys
+    for name in sys.argv[1].split(","):
+        __import__(name)
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    print(int(status["RssFile"].split()[0]) // 1024)
+""")
+
+
+def test_a_forked_case_holds_the_library_pages_a_fresh_one_would(
+        probe_env: dict[str, str], tmp_path: Path) -> None:
+    """The kernel gives a forked child none of the server's file-backed page-table entries:
+    without ``populate`` the case's RSS would leave out ~200 MB of torch's libraries."""
+    (Path(probe_env["PYTHONPATH"].split(os.pathsep)[0]) / "pb_pages.py").write_text(
+        LIBRARY_PAGES)
+    modules = ",".join(prestart.PRELOAD)  # what a torch case imports, as the server did
+
+    def file_mb(fork: bool) -> int:
+        with prestart.prestarted():
+            proc = prestart.start_process("pb_pages", [modules], env=probe_env,
+                                          stdout=tmp_path / "out", stderr=tmp_path / "err",
+                                          cwd=str(tmp_path), fork=fork)
+            assert proc.wait(timeout=120) == 0, (tmp_path / "err").read_text()
+            assert (proc.import_s is not None) == fork
+        return int((tmp_path / "out").read_text())
+
+    fresh, forked = file_mb(False), file_mb(True)
+    assert fresh > 100  # torch's libraries, mapped by the imports
+    assert abs(forked - fresh) <= 0.1 * fresh, (forked, fresh)
 
 
 RUNNER = textwrap.dedent("""

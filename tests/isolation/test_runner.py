@@ -136,3 +136,14 @@ def test_killed_runner_leaves_only_whole_lines_and_no_worker(
     lines = out.read_text().splitlines()
     assert len(lines) == 1 and lines[0].endswith("}")
     assert [r.workload for r in read_results(out)] == ["fault_ok"]
+
+
+def test_only_cases_that_train_with_torch_fork_from_the_torch_interpreter() -> None:
+    """A forked case holds the server's torch pages: a forest or TensorFlow case, which
+    would not import torch if started plainly, must start plainly (core.prestart)."""
+    from parabench.case.isolate import trains_torch
+
+    assert trains_torch("cnn", "serial") and trains_torch("mlp", "ddp")
+    assert not trains_torch("random_forest", "serial")  # scikit-learn's forest
+    assert not trains_torch("cnn", "tf_serial")  # TensorFlow's own model
+    assert not trains_torch("cnn", "no_such_method")

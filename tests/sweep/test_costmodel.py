@@ -35,8 +35,11 @@ MAIN_JOB = Path(__file__).parents[1] / "data" / "main_job_costs.jsonl"
 
 @pytest.fixture(autouse=True)
 def _default_window_length(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rows below name today's default window rule: not the suite's short windows."""
+    """The rows below name today's default window rule: not the suite's short windows; and
+    they are of cases started plainly (no ``prestart_s``), as the cost model expects with
+    ``PARABENCH_PRESTART=0``."""
     monkeypatch.delenv("PARABENCH_WINDOW_S", raising=False)
+    monkeypatch.setenv("PARABENCH_PRESTART", "0")
 
 
 def row(method: str = "serial", workers: int = 1, threads: int = 2, *, fixed: float = 4.0,
@@ -180,6 +183,26 @@ def test_windows_recorded_under_another_window_rule_are_not_used() -> None:
     assert row_values(row(windows=2.0))["windows"] == 2.0
     model = CostModel.fit([old], M)
     assert model.estimate(plan()).levels["windows"] == "guess"
+
+
+def test_start_up_comes_only_from_rows_started_as_today_s_case_will_be(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case forked from a pre-started interpreter (core.prestart) has no imports in its
+    start-up: rows of plainly started cases would price it seconds too high, and the other
+    way round. The servers' imports are priced once a sweep."""
+    fresh, forked = row(fixed=4.0), row(fixed=1.0, prestart_s=2.0)
+    assert row_values(fresh)["fixed"] == 4.0 and "fixed" not in row_values(forked)
+    monkeypatch.delenv("PARABENCH_PRESTART")  # the default: torch cases fork
+    assert "fixed" not in row_values(fresh) and row_values(forked)["fixed"] == 1.0
+    forest = row(fixed=3.0, workload="random_forest")  # never forked: plain rows serve it
+    assert row_values(forest)["fixed"] == 3.0
+    assert CostModel.fit([fresh, forked], M).prestart_s == 2.0
+    both = describe_plan(_cases(), previous=[], history=[fresh, forked], machine=M)
+    monkeypatch.setenv("PARABENCH_PRESTART", "0")
+    plain = describe_plan(_cases(), previous=[], history=[fresh, forked], machine=M)
+    # serial's line: 1.0 s fixed + 2 + 0.5 + 5 forked, 4.0 s fixed + 7.5 started plainly
+    assert "cnn/serial cpu w=1 t=2 bs=default r0  ~0m09s" in both
+    assert "cnn/serial cpu w=1 t=2 bs=default r0  ~0m12s" in plain
 
 
 def test_rows_of_another_machine_are_left_out() -> None:

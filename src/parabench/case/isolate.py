@@ -165,10 +165,29 @@ def _ending(
     return "failed", f"worker exited without writing a result{detail}"
 
 
+def trains_torch(workload: str, method: str) -> bool:
+    """Whether a case of ``workload`` under ``method`` trains with torch, so that a fresh case
+    process imports torch too: only such a case is forked from a pre-started interpreter
+    (:mod:`parabench.core.prestart`), whose torch pages it maps in. A forest, Spark or
+    TensorFlow case starts plainly and does not read the server's libraries as its own."""
+    from parabench.registry import methods, workloads
+
+    try:
+        return (workloads.get(workload).family == "torch"
+                and methods.get(method).baseline_method == "serial")
+    except KeyError:
+        return False
+
+
+def forks(config: RunConfig) -> bool:
+    """Whether ``config``'s case forks from a pre-started interpreter in a sweep."""
+    return prestart.enabled() and trains_torch(config.workload, config.method)
+
+
 def prepare(configs: list[RunConfig]) -> None:
     """Pre-start the interpreters these cases will fork from (:mod:`parabench.core.prestart`;
     nothing outside ``prestarted()``)."""
-    prestart.prepare(*(worker_env(c) for c in configs))
+    prestart.prepare(*(worker_env(c) for c in configs if forks(c)))
 
 
 def run_isolated(
@@ -182,13 +201,15 @@ def run_isolated(
     # named for several sweeps (a script of runs builds each dataset once)
     env[SWEEP_DIR_ENV] = str(sweep_dir() or workdir)
     timed_out = False
-    prestart.prepare(env)  # a pre-started interpreter's imports happen outside the case
+    fork = forks(config)
+    if fork:
+        prestart.prepare(env)  # a pre-started interpreter's imports happen outside the case
     oom_before = oom_kill_counts()
     watch = MachineWatch()
     elapsed = Stopwatch()
     env[SPAWNED_ENV] = repr(elapsed.t0)  # the case's launch part is timed from here
     proc = prestart.start_process("parabench.case.execute", cmd, env=env, stdout=out_log,
-                                  stderr=err_log)
+                                  stderr=err_log, fork=fork)
     with TreeSampler(proc.pid, shared_with=proc.server_pid) as sampler:
         try:
             while True:

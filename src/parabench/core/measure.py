@@ -104,15 +104,31 @@ class TreeMemory:
 def _pss(p: psutil.Process) -> tuple[int, int, int]:
     """(PSS, its file-backed part, file-backed RSS) in bytes: ``smaps_rollup`` and ``status``
     read once, else psutil's PSS alone."""
-    try:
-        text = Path(f"/proc/{p.pid}/smaps_rollup").read_text()
-    except OSError:
-        return p.memory_full_info().pss, 0, 0  # no rollup (old kernel, other OS): psutil's way
-    fields = dict(line.split(":", 1) for line in text.splitlines()[1:] if ":" in line)
-    kib = {k: int(v.split()[0]) * 1024 for k, v in fields.items() if k.startswith("Pss")}
-    if "Pss" not in kib:
+    kib = _rollup(p.pid)
+    if "Pss" not in kib:  # no rollup (old kernel, other OS): psutil's way
         return p.memory_full_info().pss, 0, 0
     return kib["Pss"], kib.get("Pss_File", 0), _file_rss(p.pid)
+
+
+def _rollup(pid: int) -> dict[str, int]:
+    """``/proc/PID/smaps_rollup``'s fields in bytes (empty when unreadable)."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return {}
+    fields = (line.split(":", 1) for line in text.splitlines()[1:] if ":" in line)
+    return {k: int(v.split()[0]) * 1024 for k, v in fields if v.split()}
+
+
+def shared_anon_share(pid: int) -> int | None:
+    """Bytes of ``pid``'s anonymous PSS in pages it still shares (with the processes forked
+    from it): ``Pss_Anon`` less its private dirty pages, which no child holds any more (a
+    child that wrote to a page has its own copy, counted in full in its PSS). None when the
+    kernel does not split PSS."""
+    kib = _rollup(pid)
+    if "Pss_Anon" not in kib:
+        return None
+    return max(0, kib["Pss_Anon"] - kib.get("Private_Dirty", 0))
 
 
 def _file_rss(pid: int) -> int:
@@ -231,8 +247,8 @@ class TreeSampler:
                  relist_s: float = 0.5, shared_with: int | None = None) -> None:
         self.pid = pid
         # a process the tree's root was forked from (core.prestart's server): the anonymous
-        # pages they share count half in each PSS, so the server's anonymous PSS is added back
-        # and the case's PSS reads as a fresh process's would
+        # pages they still share count half in each PSS, so the server's share of those is
+        # added back (shared_anon_share) and the case's PSS reads as a fresh process's would
         self.shared_with = shared_with
         self.interval_s = interval_s
         self.pss_budget = pss_budget  # the share of wall time PSS reading may take
@@ -332,13 +348,15 @@ class TreeSampler:
             self._next_pss = end + (end - start) / self.pss_budget
 
     def _with_shared(self, memory: TreeMemory) -> TreeMemory:
-        try:
-            origin = tree_memory([psutil.Process(self.shared_with)])
-        except psutil.Error:
-            return memory
-        if not origin.pss_read:
-            return memory
-        return replace(memory, pss=memory.pss + origin.pss - origin.pss_file)
+        assert self.shared_with is not None
+        share = shared_anon_share(self.shared_with)
+        if share is None:  # no split PSS: the origin's whole anonymous PSS, an upper bound
+            try:
+                origin = tree_memory([psutil.Process(self.shared_with)])
+            except psutil.Error:
+                return memory
+            share = origin.pss - origin.pss_file if origin.pss_read else 0
+        return replace(memory, pss=memory.pss + share)
 
     def memory_fields(self, self_peak_mb: float = 0.0) -> dict[str, Any]:
         """The result's memory figures: RSS peak (never below ``self_peak_mb``), PSS and source."""

@@ -2,11 +2,11 @@
 
 Usage::
 
-    with prestarted():          # a sweep (parabench.sweep.run); PARABENCH_PRESTART=1 opts in
+    with prestarted():          # a sweep (parabench.sweep.run); PARABENCH_PRESTART=0 opts out
         proc = start_process("parabench.case.execute", [config_json, result_path], env=env,
                              stdout=out_path, stderr=err_path)
         proc.wait()              # or wait(timeout=0.2): subprocess.TimeoutExpired, as Popen's
-        proc.pid, proc.returncode, proc.import_s        # import_s: None if started plainly
+    proc.pid, proc.returncode, proc.import_s        # import_s: None if started plainly
 
 A case process imports torch and ``torch._dynamo`` (which every optimizer pulls in): seconds
 of CPU (docs/measurements.md, "Pre-started case processes"), paid again by every case of a
@@ -23,18 +23,28 @@ the runner (``PR_SET_PDEATHSIG``, and an end of its request pipe) and the case d
 server (``PARABENCH_RUNNER_PID`` names the server to the case's own watchdog). With the
 ``prestart`` extra (setproctitle) the case shows its own command line in ps.
 
-Opt-in (``PARABENCH_PRESTART=1``): a forked case's memory does not yet read as a fresh
-process's. Library pages the server faulted in while importing are not in the case's RSS
-until it touches them, so its RSS and PSS read lower (docs/measurements.md, "Pre-started case
-processes"); the memory column would favour single-process methods.
+On by default (``PARABENCH_PRESTART=0`` starts every case plainly), for the cases that train
+with torch (:func:`parabench.case.isolate.trains_torch`; a forest, Spark or TensorFlow case
+starts plainly). A forked case's memory reads as a fresh process's:
+
+* the library pages the server's imports touched are not in a forked child's page tables
+  (the kernel copies none of a file mapping's), so its RSS and PSS would leave them out until
+  it touched each one (about 200 MB lighter for a torch case). The child maps them in first
+  (``prestart_server.populate``, ``madvise(MADV_POPULATE_READ)``: minor faults, some 20 ms);
+* the anonymous pages it still shares with the server count half in each PSS: the case's
+  sampler adds the server's share of those back (``TreeSampler(shared_with=)``,
+  :func:`parabench.core.measure.shared_anon_share`).
+
+What is left (docs/measurements.md, "Pre-started case processes"): a case holds the pages of
+every module the server imported, where a fresh one would import only what it uses; a pool's
+parent process, which builds no optimizer, would not import ``torch._dynamo`` (its ranks,
+spawned fresh, do), so a pool method's PSS reads a few per cent heavier.
 
 What changes in the figures: the imports are not in the case's ``startup_s`` (the server's
 start, interpreter and imports, as the runner timed it: ``import_s``, kept in the result's
-``extra.prestart_import_s``), and the anonymous pages the case shares with the server would
-count half in its PSS: the case's sampler adds the server's anonymous PSS back
-(``TreeSampler(shared_with=)``), so it reads as a fresh process's in that part. Outside
-:func:`prestarted`, without ``PARABENCH_PRESTART=1`` (the default), or where the server
-cannot start, every case is a fresh ``python -m`` as before.
+``extra.prestart_import_s``). Outside :func:`prestarted`, with ``PARABENCH_PRESTART=0``, for
+a case that does not train with torch, or where the server cannot start, a case is a fresh
+``python -m``.
 """
 
 from __future__ import annotations
@@ -195,12 +205,18 @@ class Process:
 _servers: dict[tuple[tuple[str, str], ...], Server] | None = None
 
 
+def enabled() -> bool:
+    """Whether a sweep's cases fork from pre-started servers (the default; ``PARABENCH_PRESTART=0``
+    starts each plainly)."""
+    return os.environ.get(ENV, "1") != "0"
+
+
 @contextmanager
 def prestarted() -> Iterator[None]:
     """Within this block :func:`start_process` forks from pre-started servers; all of them
     end with it (on any exit)."""
     global _servers
-    outer, _servers = _servers, ({} if os.environ.get(ENV, "0") == "1" else None)
+    outer, _servers = _servers, ({} if enabled() else None)
     try:
         yield
     finally:
@@ -254,10 +270,11 @@ def prepare(*envs: Mapping[str, str]) -> None:
 
 
 def start_process(module: str, args: list[str], *, env: Mapping[str, str], stdout: Path,
-                  stderr: Path, cwd: str | None = None) -> Process:
+                  stderr: Path, cwd: str | None = None, fork: bool = True) -> Process:
     """``python -m module *args`` with ``env``, its output into the two files, in a new
-    session: forked from a pre-started server inside :func:`prestarted`, else started plainly."""
-    server = _server_for(env)
+    session: forked from a pre-started server inside :func:`prestarted` (unless ``fork`` is
+    False), else started plainly."""
+    server = _server_for(env) if fork else None
     if server is not None:
         request = {"module": module, "args": args, "env": dict(env), "stdout": str(stdout),
                    "stderr": str(stderr), "cwd": cwd or os.getcwd()}

@@ -57,7 +57,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from parabench.case.isolate import trains_torch
 from parabench.case.windows import rule_id, window_target_s
+from parabench.core import prestart
 
 #: seconds of a sweep beyond its cases' wall times: the CLI's start and planning and the table
 #: at the end, and per case grading and writing its result (measured with
@@ -68,6 +70,10 @@ CASE_OVERHEAD_S = 0.12
 #: a case's windows when none of the method's were recorded under today's rule: the mean of
 #: the rule replayed on 60 recorded series (scripts/window_coverage.py), 2.13 s
 DEFAULT_WINDOWS_S = 2.1
+#: the pre-started interpreters' imports (:mod:`parabench.core.prestart`), once a sweep (they
+#: import side by side before the first case) when no recorded row says: 2.45 s for torch,
+#: torch._dynamo and torch.distributed on 2 quiet cores (extra.prestart_import_s)
+DEFAULT_PRESTART_S = 2.5
 #: the error is measured over at most this many rows (the newest)
 LOO_ROWS = 500
 COMPONENTS = ("fixed", "train", "evaluate", "windows")
@@ -195,12 +201,22 @@ def row_plan(row: dict[str, Any]) -> Plan:
                 reach_guess=reach, per_epoch_guess=per_epoch)
 
 
+def forks_now(workload: str, method: str) -> bool:
+    """Whether such a case forks from a pre-started interpreter today
+    (:func:`parabench.case.isolate.forks`)."""
+    return prestart.enabled() and trains_torch(workload, method)
+
+
 def row_values(row: dict[str, Any]) -> dict[str, float]:
     """Each component's per-unit cost in ``row`` (those it has units of)."""
     parts = row["parts"]
     train, evaluate, windows = (float(parts.get(k, 0.0)) for k in ("train", "evaluate",
                                                                     "windows"))
-    out = {"fixed": float(row["wall_s"]) - train - evaluate - windows}
+    out: dict[str, float] = {}
+    if (row.get("prestart_s") is not None) == forks_now(row["workload"], row["method"]):
+        # a forked case's start-up has no imports in it: rows started the other way say
+        # nothing of how today's case starts
+        out["fixed"] = float(row["wall_s"]) - train - evaluate - windows
     if row.get("window_rule") == rule_id(window_target_s(), None):
         out["windows"] = windows  # rows of another window rule say nothing of today's
     if (row.get("trained") or 0) > 0:
@@ -330,6 +346,8 @@ class CostModel:
     #: this machine against the declared guesses (:func:`machine_factors`): what a guessed
     #: start-up, epoch or epochs-to-target is multiplied by
     factors: dict[str, float] = field(default_factory=dict)
+    #: a sweep's pre-started interpreters' imports, once if any case forks (the rows' median)
+    prestart_s: float = DEFAULT_PRESTART_S
 
     @classmethod
     def fit(cls, rows: Iterable[dict[str, Any]], machine: str,
@@ -344,6 +362,8 @@ class CostModel:
                 for _, key, scaled in LEVELS[name]:
                     model.pools[name].add(key(plan), value * plan.used if scaled else value)
         model.factors = machine_factors(mine, declared) if declared is not None else {}
+        imports = [r["prestart_s"] for r in mine if r.get("prestart_s") is not None]
+        model.prestart_s = statistics.median(imports) if imports else DEFAULT_PRESTART_S
         return model
 
     def _unit(self, name: str, plan: Plan, left_out: dict[str, float] | None

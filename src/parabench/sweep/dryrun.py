@@ -53,6 +53,7 @@ from parabench.sweep.costmodel import (
     CostModel,
     Plan,
     fallback_counts,
+    forks_now,
 )
 from parabench.sweep.costs import cost_row, merged, read_costs, this_machine
 
@@ -236,8 +237,10 @@ class _Modelled:
     """Estimates from the cost model fitted to this machine's recorded cases."""
 
     model: CostModel
+    forks: bool = False  # a case estimated so far forks from a pre-started interpreter
 
     def estimate(self, c: RunConfig) -> tuple[float, str, bool]:
+        self.forks = self.forks or forks_now(c.workload, c.method)
         est = self.model.estimate(planned(c))
         what = (f"model: {len(self.model.rows)} case(s) of this machine"
                 + (f", {est.same} of this case" if est.same else ""))
@@ -249,7 +252,10 @@ class _Modelled:
                 bool(est.guessed))
 
     def overhead(self, runs: int) -> float:
-        return SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * runs if runs else 0.0
+        if not runs:
+            return 0.0
+        return (SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * runs
+                + (self.model.prestart_s if self.forks else 0.0))
 
     def note(self, runs: int, guessed: int) -> str:
         err = self.model.error()
