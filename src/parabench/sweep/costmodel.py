@@ -39,7 +39,8 @@ A declared guess is scaled to this machine (:func:`machine_factors`): by the med
 its recorded cases' costs to their own declared ones, so a first sweep of new methods on a
 machine with history is guessed at this machine's pace, not the declarations'.
 
-**Expected error** (:meth:`CostModel.error`): each of the newest :data:`LOO_ROWS` rows is
+**Expected error** (:meth:`CostModel.error`): each of the newest :data:`LOO_ROWS` rows that
+ran as today's cases will (started the same way, under today's window rule) is
 predicted from all the others (its own values left out of every median, its counts planned
 as it ran: its recorded mid-epoch start and hold), as the median and 90th percentile of
 ``|pred - actual| / actual``. The dry run gives the total the per-case median: exact if the
@@ -405,7 +406,10 @@ class CostModel:
 
     def error(self) -> Error | None:
         """The leave-one-out error (see the module doc); None under 2 rows."""
-        rows = sorted(self.rows, key=lambda r: str(r.get("t", "")))[-LOO_ROWS:]
+        # rows that ran as today's cases will (started the same way, today's window rule):
+        # an older row's start-up or windows are not what today's estimate is for
+        today = [r for r in self.rows if {"fixed", "windows"} <= row_values(r).keys()]
+        rows = sorted(today, key=lambda r: str(r.get("t", "")))[-LOO_ROWS:]
         if len(rows) < 2:
             return None
         rel, pred_sum, wall_sum = [], 0.0, 0.0
