@@ -137,9 +137,9 @@ def test_run_both_baselines_writes_results_and_a_table(tmp_path: Path,
     # mlp's cases forked from the sweep's pre-started interpreter (core.prestart), whose
     # import is kept beside the case, not in its start-up; the forest's, which do not train
     # with torch, started plainly (they would read the server's torch pages as their own)
-    forked = {r.workload: "prestart_import_s" in r.extra for r in results}
+    forked = {r.workload: r.facts.prestart_import_s is not None for r in results}
     assert forked == {"mlp": True, "random_forest": False}, [r.extra for r in results]
-    assert all(r.extra["prestart_import_s"] > 0 for r in results if r.workload == "mlp")
+    assert all((r.facts.prestart_import_s or 0) > 0 for r in results if r.workload == "mlp")
     header, _rule, *rows = proc.stdout.strip().splitlines()[:4]
     assert header.split()[:3] == ["workload", "method", "device"]
     assert "speedup" in header and "samples/s" in header

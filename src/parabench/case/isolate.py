@@ -245,8 +245,8 @@ def run_isolated(
     settings = thread_settings(env, wait_policy(os.environ)[1], result.facts.rank_threads,
                                result.facts.rank_cores)
     if proc.import_s is not None:  # forked from a pre-started interpreter: its imports
-        result = dataclasses.replace(result, extra={**result.extra,
-                                                    "prestart_import_s": proc.import_s})
+        result = dataclasses.replace(result, facts=dataclasses.replace(
+            result.facts, prestart_import_s=proc.import_s))
     if result.wall_parts:  # what the case did not time: its result, writing, exit
         parts = {**result.wall_parts, "exit": round(wall - sum(result.wall_parts.values()), 4)}
         result = dataclasses.replace(result, wall_parts=parts)

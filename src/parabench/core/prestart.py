@@ -42,7 +42,7 @@ spawned fresh, do), so a pool method's PSS reads a few per cent heavier.
 
 What changes in the figures: the imports are not in the case's ``startup_s`` (the server's
 start, interpreter and imports, as the runner timed it: ``import_s``, kept in the result's
-``extra.prestart_import_s``). Outside :func:`prestarted`, with ``PARABENCH_PRESTART=0``, for
+``facts.prestart_import_s``). Outside :func:`prestarted`, with ``PARABENCH_PRESTART=0``, for
 a case that does not train with torch, or where the server cannot start, a case is a fresh
 ``python -m``.
 """

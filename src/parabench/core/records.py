@@ -301,6 +301,10 @@ class Facts(Record):
     rank_hosts: list[str] | None = None
     #: GPUs one worker's stages use (model parallel on cuda); the MFU is over all of them
     gpus_used: int | None = None
+    #: the case was forked from a pre-started interpreter (core.prestart): that server's
+    #: start and imports in seconds, paid once a sweep and not in ``startup_s`` (None: the
+    #: case started plainly, its imports in its start-up)
+    prestart_import_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

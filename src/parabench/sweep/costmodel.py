@@ -73,7 +73,7 @@ CASE_OVERHEAD_S = 0.12
 DEFAULT_WINDOWS_S = 2.1
 #: the pre-started interpreters' imports (:mod:`parabench.core.prestart`), once a sweep (they
 #: import side by side before the first case) when no recorded row says: 2.45 s for torch,
-#: torch._dynamo and torch.distributed on 2 quiet cores (extra.prestart_import_s)
+#: torch._dynamo and torch.distributed on 2 quiet cores (facts.prestart_import_s)
 DEFAULT_PRESTART_S = 2.5
 #: the error is measured over at most this many rows (the newest)
 LOO_ROWS = 500

@@ -92,7 +92,7 @@ def cost_row(r: Result) -> dict[str, Any] | None:
         "windows": len(r.window_s),
         "window_rule": rule_id(r.window.target_s, r.window.asked) if r.window else None,
         # forked from a pre-started interpreter: its imports, outside the case (None: fresh)
-        "prestart_s": r.extra.get("prestart_import_s"),
+        "prestart_s": r.facts.prestart_import_s,
         "samples_per_epoch": r.samples_per_epoch,
         "samples_per_s": r.samples_per_s, "status": r.status,
     }
