@@ -23,7 +23,8 @@ from parabench.config import RunConfig
 from parabench.core.records import TimeToTarget
 from parabench.stopping import Epochs
 from parabench.sweep import costs, run
-from parabench.sweep.costmodel import CostModel, Plan, counts, row_plan, row_values
+from parabench.sweep.costmodel import CostModel, Plan, counts, row_plan
+from parabench.sweep.costs import row_values
 from parabench.sweep.dryrun import declared_for, declared_parts, describe_plan, planned
 from parabench.sweep.plan import Case
 from sweepdata import case

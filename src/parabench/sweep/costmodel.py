@@ -58,9 +58,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from parabench.case.isolate import trains_torch
-from parabench.case.windows import rule_id, window_target_s
-from parabench.core import prestart
+from parabench.sweep.costs import row_values
 
 #: seconds of a sweep beyond its cases' wall times: the CLI's start and planning and the table
 #: at the end, and per case grading and writing its result (measured with
@@ -200,35 +198,6 @@ def row_plan(row: dict[str, Any]) -> Plan:
                 mid_from=row.get("mid_from") or 0, hold=row.get("held"),
                 crossing=bool(row.get("crossing")), cores=row.get("cores"),
                 reach_guess=reach, per_epoch_guess=per_epoch)
-
-
-def forks_now(workload: str, method: str) -> bool:
-    """Whether such a case forks from a pre-started interpreter today
-    (:func:`parabench.case.isolate.forks`)."""
-    return prestart.enabled() and trains_torch(workload, method)
-
-
-def row_values(row: dict[str, Any]) -> dict[str, float]:
-    """Each component's per-unit cost in ``row`` (those it has units of)."""
-    parts = row["parts"]
-    train, evaluate, windows = (float(parts.get(k, 0.0)) for k in ("train", "evaluate",
-                                                                    "windows"))
-    out: dict[str, float] = {}
-    if (row.get("prestart_s") is not None) == forks_now(row["workload"], row["method"]):
-        # a forked case's start-up has no imports in it: rows started the other way say
-        # nothing of how today's case starts
-        out["fixed"] = float(row["wall_s"]) - train - evaluate - windows
-    if row.get("window_rule") == rule_id(window_target_s(), None):
-        out["windows"] = windows  # rows of another window rule say nothing of today's
-    if (row.get("trained") or 0) > 0:
-        out["train"] = train / row["trained"]
-    if (row.get("evals") or 0) > 0:
-        out["evaluate"] = evaluate / row["evals"]
-    if row.get("target") is not None and row.get("reach") is not None:
-        out["reach"] = float(row["reach"])
-    if row.get("per_epoch"):
-        out["per_epoch"] = float(row["per_epoch"])
-    return out
 
 
 #: a case's declared (start-up, epoch) guesses, None where it has none (the dry run's

@@ -5,6 +5,7 @@ Usage::
     row = cost_row(results[0])          # the case's identity, wall time, its parts and counts
     problem = append_costs(results[0])  # None once written (cache_dir()/costs.jsonl)
     mine = [r for r in read_costs() if r["machine"] == this_machine()]
+    row_values(row)                     # its per-unit costs that speak for today's cases
 
 :func:`parabench.sweep.run.run_grid` appends every ok result that has ``wall_parts`` to
 ``cache_dir()/costs.jsonl`` (:func:`parabench.cache.cache_dir`; ``PARABENCH_CACHE_DIR=off``
@@ -14,6 +15,10 @@ cores, GPU names, from the result's ``env``), ``wall_s`` and ``wall_parts``, and
 the parts are divided by: epochs trained (fractional where the run stopped between an epoch's
 parts), evaluations, evaluations per epoch and the epoch from which they were between parts,
 windows, and where the target was reached. :mod:`parabench.sweep.costmodel` fits to it.
+
+:func:`row_values` divides a line's parts by its counts, leaving out what the line cannot say
+of a case planned today: its start-up where it started the other way (forked from a
+pre-started interpreter or plainly, :func:`forks_now`), its windows under another window rule.
 
 Writing never fails a sweep: :func:`append_costs` returns what went wrong (the runner prints
 it once). The file keeps the newest :data:`KEEP` lines once it grows past :data:`CAP`.
@@ -30,8 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from parabench.cache import cache_dir
+from parabench.case.isolate import trains_torch
 from parabench.case.result import Result
-from parabench.case.windows import rule_id
+from parabench.case.windows import rule_id, window_target_s
+from parabench.core import prestart
 from parabench.identity import math_options
 
 FILE = "costs.jsonl"
@@ -171,4 +178,33 @@ def merged(*sources: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             if key not in seen:
                 seen.add(key)
                 out.append(row)
+    return out
+
+
+def forks_now(workload: str, method: str) -> bool:
+    """Whether such a case forks from a pre-started interpreter today
+    (:func:`parabench.case.isolate.forks`)."""
+    return prestart.enabled() and trains_torch(workload, method)
+
+
+def row_values(row: dict[str, Any]) -> dict[str, float]:
+    """Each component's per-unit cost in ``row`` (those it has units of)."""
+    parts = row["parts"]
+    train, evaluate, windows = (float(parts.get(k, 0.0)) for k in ("train", "evaluate",
+                                                                    "windows"))
+    out: dict[str, float] = {}
+    if (row.get("prestart_s") is not None) == forks_now(row["workload"], row["method"]):
+        # a forked case's start-up has no imports in it: rows started the other way say
+        # nothing of how today's case starts
+        out["fixed"] = float(row["wall_s"]) - train - evaluate - windows
+    if row.get("window_rule") == rule_id(window_target_s(), None):
+        out["windows"] = windows  # rows of another window rule say nothing of today's
+    if (row.get("trained") or 0) > 0:
+        out["train"] = train / row["trained"]
+    if (row.get("evals") or 0) > 0:
+        out["evaluate"] = evaluate / row["evals"]
+    if row.get("target") is not None and row.get("reach") is not None:
+        out["reach"] = float(row["reach"])
+    if row.get("per_epoch"):
+        out["per_epoch"] = float(row["per_epoch"])
     return out

@@ -53,9 +53,8 @@ from parabench.sweep.costmodel import (
     CostModel,
     Plan,
     fallback_counts,
-    forks_now,
 )
-from parabench.sweep.costs import cost_row, merged, read_costs, this_machine
+from parabench.sweep.costs import cost_row, forks_now, merged, read_costs, this_machine
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}
