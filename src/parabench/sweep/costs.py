@@ -5,7 +5,7 @@ Usage::
     row = cost_row(results[0])          # the case's identity, wall time, its parts and counts
     problem = append_costs(results[0])  # None once written (cache_dir()/costs.jsonl)
     mine = [r for r in read_costs() if r["machine"] == this_machine()]
-    row_values(row)                     # its per-unit costs that speak for today's cases
+    [row_values(r) for r in mine]       # each line's per-unit costs that speak for today
 
 :func:`parabench.sweep.run.run_grid` appends every ok result that has ``wall_parts`` to
 ``cache_dir()/costs.jsonl`` (:func:`parabench.cache.cache_dir`; ``PARABENCH_CACHE_DIR=off``
