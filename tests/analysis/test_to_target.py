@@ -187,3 +187,18 @@ def test_tensorflow_methods_derive_from_tf_serial_samples_not_serial() -> None:
     assert by["serial"].samples == 1408 and by["ddp"].samples == 1408
     assert by["tf_serial"].samples == 4096
     assert by["tf_multiworker"].how == "derived" and by["tf_multiworker"].samples == 4096
+
+
+def test_the_start_up_shown_is_a_fresh_process_s_with_the_imports_a_server_did() -> None:
+    """A case forked from a pre-started interpreter (core.prestart) has no imports in its
+    start-up; the user's own run pays them, so the answer adds them back."""
+    import dataclasses
+
+    from parabench.core.records import Facts
+
+    plain = result("serial", 1, 2000.0, 1408)
+    forked = dataclasses.replace(plain, facts=Facts(prestart_import_s=2.5), time_to_target={
+        **plain.time_to_target.to_dict(), "startup_s": 0.1})
+    for r, shown in ((plain, "start-up 2.0s apart"), (forked, "start-up 2.6s apart")):
+        [rec] = recommend([r])
+        assert shown in "\n".join(describe(rec)), (shown, describe(rec))
