@@ -179,15 +179,16 @@ def trains_torch(workload: str, method: str) -> bool:
         return False
 
 
-def forks(config: RunConfig) -> bool:
-    """Whether ``config``'s case forks from a pre-started interpreter in a sweep."""
-    return prestart.enabled() and trains_torch(config.workload, config.method)
+def forks(workload: str, method: str) -> bool:
+    """Whether a sweep's case of ``workload`` under ``method`` forks from a pre-started
+    interpreter (the dry run's cost model prices its start-up by the same rule)."""
+    return prestart.enabled() and trains_torch(workload, method)
 
 
 def prepare(configs: list[RunConfig]) -> None:
     """Pre-start the interpreters these cases will fork from (:mod:`parabench.core.prestart`;
     nothing outside ``prestarted()``)."""
-    prestart.prepare(*(worker_env(c) for c in configs if forks(c)))
+    prestart.prepare(*(worker_env(c) for c in configs if forks(c.workload, c.method)))
 
 
 def run_isolated(
@@ -201,7 +202,7 @@ def run_isolated(
     # named for several sweeps (a script of runs builds each dataset once)
     env[SWEEP_DIR_ENV] = str(sweep_dir() or workdir)
     timed_out = False
-    fork = forks(config)
+    fork = forks(config.workload, config.method)
     if fork:
         prestart.prepare(env)  # a pre-started interpreter's imports happen outside the case
     oom_before = oom_kill_counts()

@@ -6,7 +6,7 @@ Usage::
         proc = start_process("parabench.case.execute", [config_json, result_path], env=env,
                              stdout=out_path, stderr=err_path)
         proc.wait()              # or wait(timeout=0.2): subprocess.TimeoutExpired, as Popen's
-    proc.pid, proc.returncode, proc.import_s        # import_s: None if started plainly
+        proc.pid, proc.returncode, proc.import_s        # import_s: None if started plainly
 
 A case process imports torch and ``torch._dynamo`` (which every optimizer pulls in): seconds
 of CPU (docs/measurements.md, "Pre-started case processes"), paid again by every case of a

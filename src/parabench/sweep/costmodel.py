@@ -43,7 +43,9 @@ machine with history is guessed at this machine's pace, not the declarations'.
 ran as today's cases will (started the same way, under today's window rule) is
 predicted from all the others (its own values left out of every median, its counts planned
 as it ran: its recorded mid-epoch start and hold), as the median and 90th percentile of
-``|pred - actual| / actual``. The dry run gives the total the per-case median: exact if the
+``|pred - actual| / actual``. The dry run adds the sweep's own overhead (and, where a case
+forks from a pre-started interpreter, the servers' imports once: :attr:`CostModel.prestart_s`)
+and gives the total the per-case median: exact if the
 cases' errors all fell the same way, an over-statement if they were independent (they
 partly cancel), and blind to what no recorded run shows (a busier machine, changed code).
 """

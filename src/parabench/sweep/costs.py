@@ -18,7 +18,8 @@ windows, and where the target was reached. :mod:`parabench.sweep.costmodel` fits
 
 :func:`row_values` divides a line's parts by its counts, leaving out what the line cannot say
 of a case planned today: its start-up where it started the other way (forked from a
-pre-started interpreter or plainly, :func:`forks_now`), its windows under another window rule.
+pre-started interpreter or plainly, :func:`parabench.case.isolate.forks`), its windows under
+another window rule.
 
 Writing never fails a sweep: :func:`append_costs` returns what went wrong (the runner prints
 it once). The file keeps the newest :data:`KEEP` lines once it grows past :data:`CAP`.
@@ -35,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from parabench.cache import cache_dir
-from parabench.case.isolate import trains_torch
+from parabench.case.isolate import forks
 from parabench.case.result import Result
 from parabench.case.windows import rule_id, window_target_s
-from parabench.core import prestart
 from parabench.identity import math_options
 
 FILE = "costs.jsonl"
@@ -181,19 +181,13 @@ def merged(*sources: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def forks_now(workload: str, method: str) -> bool:
-    """Whether such a case forks from a pre-started interpreter today
-    (:func:`parabench.case.isolate.forks`)."""
-    return prestart.enabled() and trains_torch(workload, method)
-
-
 def row_values(row: dict[str, Any]) -> dict[str, float]:
     """Each component's per-unit cost in ``row`` (those it has units of)."""
     parts = row["parts"]
     train, evaluate, windows = (float(parts.get(k, 0.0)) for k in ("train", "evaluate",
                                                                     "windows"))
     out: dict[str, float] = {}
-    if (row.get("prestart_s") is not None) == forks_now(row["workload"], row["method"]):
+    if (row.get("prestart_s") is not None) == forks(row["workload"], row["method"]):
         # a forked case's start-up has no imports in it: rows started the other way say
         # nothing of how today's case starts
         out["fixed"] = float(row["wall_s"]) - train - evaluate - windows

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from parabench.case.isolate import forks
 from parabench.case.result import Result
 from parabench.config import RunConfig, available_cores
 from parabench.identity import CaseId, is_baseline
@@ -54,7 +55,7 @@ from parabench.sweep.costmodel import (
     Plan,
     fallback_counts,
 )
-from parabench.sweep.costs import cost_row, forks_now, merged, read_costs, this_machine
+from parabench.sweep.costs import cost_row, merged, read_costs, this_machine
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
 GUESS_S = {"tiny": 20.0, "quick": 120.0, "full": 1800.0}
@@ -239,7 +240,7 @@ class _Modelled:
     forks: bool = False  # a case estimated so far forks from a pre-started interpreter
 
     def estimate(self, c: RunConfig) -> tuple[float, str, bool]:
-        self.forks = self.forks or forks_now(c.workload, c.method)
+        self.forks = self.forks or forks(c.workload, c.method)
         est = self.model.estimate(planned(c))
         what = (f"model: {len(self.model.rows)} case(s) of this machine"
                 + (f", {est.same} of this case" if est.same else ""))
