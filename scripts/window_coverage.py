@@ -5,7 +5,7 @@ Usage::
 
     PARABENCH_WINDOW_S=0.25 parabench run --workload cnn --method serial,ddp --workers 1,2 \\
         --profile tiny --epochs 1 --windows 40 --repeats 2 --out long.jsonl
-    python scripts/window_coverage.py long.jsonl --merge 1,2 --wanted 4,5,6,8
+    python scripts/window_coverage.py long.jsonl --merge 1,2 --wanted 4,5,6,8 --most 8,16
     python scripts/window_coverage.py long.jsonl --out docs/windows/coverage.json
 
 Every ``ok`` result with at least ``--min-series`` steady windows is a series. A trial replays
@@ -93,8 +93,8 @@ def trial(rule: WindowRule, secs: list[float], rates: list[float]) -> tuple[int,
     return k, False
 
 
-def replay(series: list[Series], merge: int, wanted: int) -> dict:
-    rule = WindowRule(wanted=wanted, most=max(wanted, MAX_WINDOWS), ci_target=CI_TARGET)
+def replay(series: list[Series], merge: int, wanted: int, most: int = MAX_WINDOWS) -> dict:
+    rule = WindowRule(wanted=wanted, most=max(wanted, most), ci_target=CI_TARGET)
     by_config: dict[str, dict[int, Series]] = defaultdict(dict)
     for s in series:
         by_config[s.label][s.repeat] = s
@@ -142,12 +142,21 @@ def _p95(values: list[float]) -> float | None:
     return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
 
+def _share(rate: float | None, ci: tuple[float, float] | None) -> str:
+    """'75.0% (63%-84%)'; '-' where there was nothing to count (no re-run of any series)."""
+    if rate is None or ci is None:
+        return f"{'-':>16}"
+    return f"{rate:6.1%} ({ci[0]:.0%}-{ci[1]:.0%})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="+", type=Path, help="JSONL results with long series")
     ap.add_argument("--merge", default="1,2", help="windows merged into one (1: as recorded)")
     ap.add_argument("--wanted", default="3,4,5,6,8",
                     help="steady windows before the CI may stop them (the rule's WINDOWS)")
+    ap.add_argument("--most", default=str(MAX_WINDOWS),
+                    help="the most steady windows while the CI is wide (the rule's MAX_WINDOWS)")
     ap.add_argument("--min-series", type=int, default=24,
                     help="the fewest steady windows a result needs to be a series")
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
@@ -157,16 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no ok result with {args.min_series}+ steady windows in the files: record "
               f"some with --windows 40 (see the usage)", file=sys.stderr)
         return 2
-    rows = [replay(series, m, w) for m in map(int, args.merge.split(","))
-            for w in map(int, args.wanted.split(","))]
+    rows = [replay(series, m, w, most) for m in map(int, args.merge.split(","))
+            for w in map(int, args.wanted.split(",")) for most in map(int, args.most.split(","))]
     print(f"{len(series)} series ({len({s.label for s in series})} configurations); "
-          f"CI target {CI_TARGET:.0%}, at most {MAX_WINDOWS} windows")
-    print("merge wanted trials cut  within-case (95% CI)     re-run (95% CI)          "
+          f"CI target {CI_TARGET:.0%}")
+    print("merge wanted most trials cut  within-case (95% CI)     re-run (95% CI)          "
           "windows  seconds  half%   x95")
     for r in rows:
-        print(f"{r['merge']:>5} {r['wanted']:>6} {r['trials']:>6} {r['cut']:>3}  "
-              f"{r['within']:6.1%} ({r['within_ci'][0]:.0%}-{r['within_ci'][1]:.0%})       "
-              f"{r['rerun']:6.1%} ({r['rerun_ci'][0]:.0%}-{r['rerun_ci'][1]:.0%})       "
+        print(f"{r['merge']:>5} {r['wanted']:>6} {r['most']:>4} {r['trials']:>6} {r['cut']:>3}  "
+              f"{_share(r['within'], r['within_ci'])}       "
+              f"{_share(r['rerun'], r['rerun_ci'])}       "
               f"{r['mean_windows']:6.1f} {r['mean_seconds']:8.2f} {r['mean_half_pct']:6.2f} "
               f"{r['x95']:5.2f}")
     if args.out:

@@ -163,6 +163,7 @@ def test_the_counts_follow_the_evaluation_rules() -> None:
 def test_the_main_jobs_rows_reproduce_what_it_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(windows, "WINDOW_TARGET_S", 0.5)  # the window rule it was recorded under
     monkeypatch.setattr(windows, "WINDOWS", 8)
+    monkeypatch.setattr(windows, "MAX_WINDOWS", 16)
     rows = [json.loads(line) for line in MAIN_JOB.read_text().splitlines()]
     serial, fedavg = rows[0], rows[-1]
     assert (serial["trained"], serial["evals"], serial["per_epoch"], serial["reach"]) == (
@@ -178,9 +179,10 @@ def test_the_main_jobs_rows_reproduce_what_it_recorded(monkeypatch: pytest.Monke
 
 
 def test_windows_recorded_under_another_window_rule_are_not_used() -> None:
-    old = row(windows=4.5, window_rule="0.5s x8+ci")  # before the rule changed
+    old = row(windows=4.5, window_rule="0.5s x8+ci..16")  # before the rule changed
     assert "windows" not in row_values(old) and "windows" not in row_values(
         row(window_rule=None))  # a row from before rows named their rule
+    assert "windows" not in row_values(row(window_rule="0.25s x5+ci"))  # before at most 8
     assert row_values(row(windows=2.0))["windows"] == 2.0
     model = CostModel.fit([old], M)
     assert model.estimate(plan()).levels["windows"] == "guess"

@@ -69,8 +69,8 @@ from parabench.sweep.costs import row_values
 SWEEP_OVERHEAD_S = 2.0
 CASE_OVERHEAD_S = 0.12
 #: a case's windows when none of the method's were recorded under today's rule: the mean of
-#: the rule replayed on 60 recorded series (scripts/window_coverage.py), 2.13 s
-DEFAULT_WINDOWS_S = 2.1
+#: the rule replayed on 60 recorded series (scripts/window_coverage.py), 1.74 s
+DEFAULT_WINDOWS_S = 1.7
 #: the pre-started interpreters' imports (:mod:`parabench.core.prestart`), once a sweep (they
 #: import side by side before the first case) when no recorded row says: 2.45 s for torch,
 #: torch._dynamo and torch.distributed on 2 quiet cores (facts.prestart_import_s)
