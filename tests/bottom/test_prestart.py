@@ -192,3 +192,34 @@ def test_a_forked_case_shows_its_own_command_line(probe_env: dict[str, str],
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("advise", [True, False])
+def test_populate_maps_the_server_s_library_pages_into_a_forked_child(advise: bool) -> None:
+    """Both ways of mapping them in: madvise(MADV_POPULATE_READ), and a read of each page
+    where the kernel has no such advice (before Linux 5.14)."""
+    import importlib.util
+
+    import torch  # noqa: F401 - the libraries whose pages the child must hold
+
+    path = Path(prestart.__file__).with_name("prestart_server.py")
+    spec = importlib.util.spec_from_file_location("pb_prestart_server", path)
+    assert spec is not None and spec.loader is not None
+    server = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(server)
+    runs = server.resident_file_pages()
+    assert sum(length for _, length in runs) > 100 * 2**20  # torch's libraries, resident
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: RssFile before and after, then out at once
+        def file_kb() -> int:
+            status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+            return int(status["RssFile"].split()[0])
+        before = file_kb()
+        server.populate(runs, advise=advise)
+        os.write(write, f"{before} {file_kb()}".encode())
+        os._exit(0)
+    os.close(write)
+    before, after = map(int, os.read(read, 100).split())
+    os.waitpid(pid, 0)
+    assert after - before > 90 * 1024, (before, after)  # KiB: the libraries, mapped in

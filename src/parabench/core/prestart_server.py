@@ -93,7 +93,7 @@ def resident_file_pages() -> list[tuple[int, int]]:
             start, end = (int(x, 16) for x in fields[0].split("-"))
             raw = os.pread(pagemap, (end - start) // PAGE * 8, start // PAGE * 8)
             runs += [(start + first * PAGE, count * PAGE) for first, count in _present(raw)]
-    except (OSError, ValueError):
+    except (OSError, ValueError, ImportError):
         return runs
     finally:
         os.close(pagemap)
@@ -101,24 +101,14 @@ def resident_file_pages() -> list[tuple[int, int]]:
 
 
 def _present(raw: bytes) -> list[tuple[int, int]]:
-    """(first page, pages) runs of pagemap entries ``raw`` whose present bit is set."""
-    try:
-        import numpy as np
-    except ImportError:
-        bits = [(e >> 63) & 1 for e in memoryview(raw).cast("Q")]
-    else:  # imported already (PRELOAD): the runs' edges in one pass, not a loop per page
-        present = (np.frombuffer(raw, dtype=np.uint64) >> np.uint64(63)).astype(np.int8)
-        edges = np.flatnonzero(np.diff(np.concatenate(([0], present, [0]))))
-        firsts, ends = edges[::2], edges[1::2]
-        return list(zip(firsts.tolist(), (ends - firsts).tolist(), strict=True))
-    runs, first = [], None
-    for i, bit in enumerate([*bits, 0]):
-        if bit and first is None:
-            first = i
-        elif not bit and first is not None:
-            runs.append((first, i - first))
-            first = None
-    return runs
+    """(first page, pages) runs of pagemap entries ``raw`` whose present bit is set: the
+    runs' edges in one pass (numpy, a dependency of parabench, imported already: PRELOAD)."""
+    import numpy as np
+
+    present = (np.frombuffer(raw, dtype=np.uint64) >> np.uint64(63)).astype(np.int8)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], present, [0]))))
+    firsts, ends = edges[::2], edges[1::2]
+    return list(zip(firsts.tolist(), (ends - firsts).tolist(), strict=True))
 
 
 def populate(runs: list[tuple[int, int]], advise: bool = True) -> int:

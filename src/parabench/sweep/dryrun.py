@@ -186,18 +186,19 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     :func:`~parabench.sweep.costs.machine_key` (found when needed)."""
     estimator = _estimator(previous, history, machine)
     done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
-    lines, total, guessed, runs = [], 0.0, 0, 0
+    lines, total, guessed, runs = [], 0.0, 0, []
     for case in cases:
         if (line := _not_run(case, done)) is not None:
             lines.append(line)
             continue
         seconds, how, was_guessed = estimator.estimate(case.config)
-        total, runs, guessed = total + seconds, runs + 1, guessed + was_guessed
+        total, guessed = total + seconds, guessed + was_guessed
+        runs.append(case.config)
         lines.append(f"  run   {case.config.label()}  {how}")
     total += estimator.overhead(runs)
     skipped = sum(1 for c in cases if c.skip_reason is not None)
-    note = estimator.note(runs, guessed) if runs else ""
-    lines.append(f"\n{len(cases)} case(s) planned: {runs} to run, {skipped} skipped; "
+    note = estimator.note(len(runs), guessed) if runs else ""
+    lines.append(f"\n{len(cases)} case(s) planned: {len(runs)} to run, {skipped} skipped; "
                  f"estimated {_clock(total)}{note}. Nothing was run.")
     return "\n".join(["Planned cases:", *lines])
 
@@ -206,8 +207,9 @@ def estimated_s(cases: Sequence, previous: Sequence[Result] = ()) -> tuple[float
     """(seconds, partly guessed) of the cases that would run, as :func:`describe_plan`
     totals them (the machine's cost model where it has recorded cases)."""
     estimator = _estimator(previous, None, None)
-    runs = [estimator.estimate(c.config) for c in cases if c.skip_reason is None]
-    return (sum(r[0] for r in runs) + estimator.overhead(len(runs)),
+    configs = [c.config for c in cases if c.skip_reason is None]
+    runs = [estimator.estimate(c) for c in configs]
+    return (sum(r[0] for r in runs) + estimator.overhead(configs),
             any(r[2] for r in runs))
 
 
@@ -237,10 +239,8 @@ class _Modelled:
     """Estimates from the cost model fitted to this machine's recorded cases."""
 
     model: CostModel
-    forks: bool = False  # a case estimated so far forks from a pre-started interpreter
 
     def estimate(self, c: RunConfig) -> tuple[float, str, bool]:
-        self.forks = self.forks or forks(c.workload, c.method)
         est = self.model.estimate(planned(c))
         what = (f"model: {len(self.model.rows)} case(s) of this machine"
                 + (f", {est.same} of this case" if est.same else ""))
@@ -251,11 +251,14 @@ class _Modelled:
         return (est.seconds, f"~{_clock(est.seconds)}{'?' if est.guessed else ''} ({what})",
                 bool(est.guessed))
 
-    def overhead(self, runs: int) -> float:
+    def overhead(self, runs: Sequence[RunConfig]) -> float:
+        """The sweep's own seconds beyond its cases: once, per case, and the pre-started
+        interpreters' imports once where a case forks from one."""
         if not runs:
             return 0.0
-        return (SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * runs
-                + (self.model.prestart_s if self.forks else 0.0))
+        forked = any(forks(c.workload, c.method) for c in runs)
+        return (SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * len(runs)
+                + (self.model.prestart_s if forked else 0.0))
 
     def note(self, runs: int, guessed: int) -> str:
         err = self.model.error()
@@ -288,7 +291,7 @@ class _Earlier:
         est, fallback = guess_s(c), undeclared(c)
         return est, f"~{_clock(est)}?" + (f" ({fallback})" if fallback else ""), True
 
-    def overhead(self, runs: int) -> float:
+    def overhead(self, runs: Sequence[RunConfig]) -> float:
         return 0.0
 
     def note(self, runs: int, guessed: int) -> str:
