@@ -3,6 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from parabench.case.result import Result
@@ -141,7 +142,7 @@ def test_rss_is_never_below_what_the_later_pss_read_saw(monkeypatch: pytest.Monk
     me = psutil.Process(os.getpid())
     rss = me.memory_info().rss
     grown = (rss + 50 * 2**20, 10 * 2**20, 30 * 2**20)  # PSS, its file part, file RSS
-    monkeypatch.setattr(measure, "_pss", lambda p: grown)
+    monkeypatch.setattr(measure, "_pss", lambda p, family=None: grown)
     m = tree_memory([me])
     assert m.case_bytes == rss + 70 * 2**20
     assert m.rss >= m.case_bytes
@@ -170,11 +171,10 @@ os.waitpid(pid, 0)
 """
 
 
-def test_the_share_added_back_for_a_forked_case_is_only_what_it_still_shares() -> None:
-    """core.prestart's server and its forked case: the server's anonymous PSS in pages the
-    case still holds is added to the case's PSS (TreeSampler(shared_with=)). A page the case
-    wrote is its own copy, counted in full in its PSS: the server's now private page must not
-    be added again (the whole Pss_Anon was, before: a case read heavier than a fresh one)."""
+def test_the_shared_part_of_anonymous_pss_is_only_what_is_still_shared() -> None:
+    """A process's share of anonymous pages it still shares with a forked child: a page the
+    child wrote is its own copy, so it leaves the shared part (the whole Pss_Anon was taken
+    once: a forked case read heavier than a fresh one)."""
     from parabench.core.measure import shared_anon_share
 
     proc = subprocess.Popen([sys.executable, "-c", COW], stdin=subprocess.PIPE,
@@ -194,3 +194,33 @@ def test_the_share_added_back_for_a_forked_case_is_only_what_it_still_shares() -
     assert shared is not None and after is not None
     assert shared >= 30 * 2**20  # half of the 64 MB both map
     assert shared - after >= 28 * 2**20, (shared / 2**20, after / 2**20)  # no longer shared
+
+
+def test_a_forked_family_reads_as_if_each_member_had_started_fresh() -> None:
+    """TreeSampler(forked=True): the case and its forked ranks (members) count every anonymous
+    page they share through the fork in full, as each would hold its own copy started fresh;
+    a process the case forks itself (a DataLoader worker, forked in a fresh run too) counts
+    only its private pages, so a page it shares counts once. Once the child has written the
+    pages, they are its own copies and nothing is added."""
+    from parabench.core.measure import tree_memory
+
+    proc = subprocess.Popen([sys.executable, "-c", COW], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        child = int(proc.stdout.readline())
+        procs = [psutil.Process(proc.pid), psutil.Process(child)]
+        shared = [tree_memory(procs, family).pss for family in (None, {proc.pid, child},
+                                                                {proc.pid})]
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "written"
+        written = [tree_memory(procs, family).pss for family in (None, {proc.pid, child})]
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+    finally:
+        proc.wait(timeout=60)
+    plain, members, worker = (m / 2**20 for m in shared)
+    assert members - plain >= 62, (plain, members)  # the child's 64 MB copy, as if fresh
+    assert abs(worker - plain) <= 6, (plain, worker)  # a forked worker: each page once
+    assert abs(written[1] - written[0]) / 2**20 <= 8, written  # copies: nothing shared left

@@ -39,6 +39,7 @@ from parabench.case.stopping import tracker_for
 from parabench.case.tracker import TargetTracker
 from parabench.case.windows import CI_TARGET, window_target_s
 from parabench.config import ConfigError, RunConfig
+from parabench.core import rankfork
 from parabench.core.clock import WALL, Stopwatch, wall_part
 from parabench.core.launcher import POOL, Launcher
 from parabench.core.measure import self_max_rss_mb
@@ -295,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_runner()
     config_json, result_path = argv or sys.argv[1:]
     config = RunConfig.from_dict(json.loads(config_json))
+    rankfork.start_if_asked(config)  # before anything runs: the copy the ranks fork from
     spawned = os.environ.get(SPAWNED_ENV)  # the runner's host clock when it started us
     launch_s = Stopwatch.since(float(spawned)).seconds() if spawned else None
 

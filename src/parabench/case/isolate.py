@@ -39,7 +39,7 @@ from parabench.case.machine import MachineWatch, machine_record, thread_settings
 from parabench.case.result import Result
 from parabench.case.stopping import salvage
 from parabench.config import RunConfig
-from parabench.core import prestart
+from parabench.core import prestart, rankfork
 from parabench.core.clock import Stopwatch
 from parabench.core.measure import TreeSampler
 from parabench.core.records import Machine
@@ -185,6 +185,19 @@ def forks(workload: str, method: str) -> bool:
     return prestart.enabled() and trains_torch(workload, method)
 
 
+def forks_ranks(workload: str, method: str, device: str) -> bool:
+    """Whether a sweep's case forks its pool's ranks from a copy of itself instead of spawning
+    them (:mod:`parabench.core.rankfork`): a pre-started case of a torch pool method on the
+    CPU (the dry run's cost model prices its start-up by the same rule)."""
+    from parabench.registry import methods
+    from parabench.torch.session import DistributedTorchSession
+
+    if device != "cpu" or not forks(workload, method):
+        return False
+    session = getattr(methods.get(method), "session_class", None)
+    return isinstance(session, type) and issubclass(session, DistributedTorchSession)
+
+
 def prepare(configs: list[RunConfig]) -> None:
     """Pre-start the interpreters these cases will fork from (:mod:`parabench.core.prestart`;
     nothing outside ``prestarted()``)."""
@@ -205,13 +218,17 @@ def run_isolated(
     fork = forks(config.workload, config.method)
     if fork:
         prestart.prepare(env)  # a pre-started interpreter's imports happen outside the case
+    listing = workdir / f"{stem}.ranks"  # the zygote and ranks the case forks (rankfork)
+    if forks_ranks(config.workload, config.method, config.device):
+        env[rankfork.ENV] = str(listing)
     oom_before = oom_kill_counts()
     watch = MachineWatch()
     elapsed = Stopwatch()
     env[SPAWNED_ENV] = repr(elapsed.t0)  # the case's launch part is timed from here
     proc = prestart.start_process("parabench.case.execute", cmd, env=env, stdout=out_log,
                                   stderr=err_log, fork=fork)
-    with TreeSampler(proc.pid, shared_with=proc.server_pid) as sampler:
+    with TreeSampler(proc.pid, forked=proc.server_pid is not None,
+                     listing=listing) as sampler:
         try:
             while True:
                 try:
@@ -238,7 +255,7 @@ def run_isolated(
             rc, timed_out, config, sampler.peak_rss_mb, _tail(err_log), evidence
         )
         result = _salvaged(config, status, reason, out_log)
-    for path in (result_path, out_log, err_log):
+    for path in (result_path, out_log, err_log, listing):
         path.unlink(missing_ok=True)
     if (ev := result.evidence) is not None and ev.windows_span:  # cores seen from outside
         result = dataclasses.replace(result, evidence=dataclasses.replace(

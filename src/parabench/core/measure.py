@@ -19,9 +19,9 @@ so a multi-process method's memory is counted across every worker. Two sums are 
   source says so: ``"pss"``, ``"rss"`` (none readable) or ``"mixed"`` with the counts.
   Caveat: PSS splits a page between *every* process that maps it, also processes outside the
   case. Shared libraries (libtorch: a few hundred MB of file-backed pages) are split with any
-  other torch process on the machine, so the same case reads lower next to other jobs (an
-  example is in docs/measurements.md). The
-  file-backed part at the peak is recorded (``extra.peak_pss_file_mb``). So ``peak_pss_mb``
+  other torch process on the machine, so the same case reads lower next to other jobs
+  (docs/measurements.md). The file-backed part at the peak is recorded
+  (``extra.peak_pss_file_mb``). So ``peak_pss_mb``
   counts file-backed pages once *within the case* instead: the anonymous and shared-memory
   PSS (shared only within the case as a rule) summed, plus the largest process's file-backed
   RSS (``RssFile`` in ``/proc/PID/status``: the libraries every rank maps, counted once and
@@ -32,6 +32,8 @@ so a multi-process method's memory is counted across every worker. Two sums are 
   read at most ``pss_budget`` (5 %) of the time: after a pass that took ``c`` seconds the next
   waits ``c / pss_budget`` (small trees: every tick; 3 x 800 MB: about every 0.5 s). A memory
   spike shorter than that can be missed by the PSS peak; the RSS peak still sees it.
+  A case forked from a pre-started interpreter (``forked``), with ranks forked from its copy,
+  reads as it would have started fresh (:func:`_as_fresh`; the copy itself is left out).
 
 **CPU.** Every tick also records the tree's CPU seconds at that instant on the host clock,
 so the runner can read the cores a case kept busy over a span the case names (its steady speed
@@ -39,7 +41,7 @@ windows) from outside the case: the independent figure :mod:`parabench.case.audi
 case's own ``window_cores`` against.
 
 Sampling can miss a spike shorter than the interval; the worker also reports its own
-``ru_maxrss`` (exact for the process itself) and the runner takes the larger for RSS.
+``ru_maxrss`` (exact for itself) and the runner takes the larger for RSS.
 
 The machine around the case (load, other processes' CPU, thread settings, ``busy``) is
 :mod:`parabench.case.machine`.
@@ -54,7 +56,7 @@ import resource
 import sys
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +103,34 @@ class TreeMemory:
         return self.pss - self.pss_file + self.file_rss_max
 
 
-def _pss(p: psutil.Process) -> tuple[int, int, int]:
+def _pss(p: psutil.Process, family: set[int] | None = None) -> tuple[int, int, int]:
     """(PSS, its file-backed part, file-backed RSS) in bytes: ``smaps_rollup`` and ``status``
-    read once, else psutil's PSS alone."""
+    read once, else psutil's PSS alone. ``family``: a forked case's members (:func:`_as_fresh`)."""
     kib = _rollup(p.pid)
     if "Pss" not in kib:  # no rollup (old kernel, other OS): psutil's way
         return p.memory_full_info().pss, 0, 0
-    return kib["Pss"], kib.get("Pss_File", 0), _file_rss(p.pid)
+    pss = kib["Pss"]
+    if family is not None and "Pss_Anon" in kib:
+        pss += _as_fresh(kib, p.pid in family)
+    return pss, kib.get("Pss_File", 0), _file_rss(p.pid)
+
+
+def _as_fresh(kib: dict[str, int], member: bool) -> int:
+    """What to add to a process's PSS so that a forked case (:mod:`parabench.core.prestart`)
+    and its forked ranks (:mod:`parabench.core.rankfork`) read as if started fresh. A *member*
+    (the case, a rank) would hold its own copy of each anonymous page it shares through those
+    forks: all count (``Anonymous``, not ``Pss_Anon``). Another process (a DataLoader worker,
+    forked in a fresh run too) shares with a member that counts them in full: its private
+    pages only, so each shared page counts once, as its two shares would in a fresh run."""
+    if member:
+        return max(0, kib.get("Anonymous", 0) - kib["Pss_Anon"])
+    return -_shared_part(kib)
+
+
+def _shared_part(kib: dict[str, int]) -> int:
+    """The part of ``Pss_Anon`` in pages still shared: less the private dirty pages, which no
+    other process holds any more (one that wrote a page has its own copy)."""
+    return max(0, kib["Pss_Anon"] - kib.get("Private_Dirty", 0))
 
 
 def _rollup(pid: int) -> dict[str, int]:
@@ -126,9 +149,7 @@ def shared_anon_share(pid: int) -> int | None:
     child that wrote to a page has its own copy, counted in full in its PSS). None when the
     kernel does not split PSS."""
     kib = _rollup(pid)
-    if "Pss_Anon" not in kib:
-        return None
-    return max(0, kib["Pss_Anon"] - kib.get("Private_Dirty", 0))
+    return _shared_part(kib) if "Pss_Anon" in kib else None
 
 
 def _file_rss(pid: int) -> int:
@@ -142,8 +163,8 @@ def _file_rss(pid: int) -> int:
     return 0
 
 
-def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
-    """RSS and PSS sums over ``procs`` (a process gone before its RSS is read is skipped)."""
+def tree_memory(procs: Iterable[psutil.Process], family: set[int] | None = None) -> TreeMemory:
+    """RSS and PSS sums over ``procs`` (one gone before its RSS is read is skipped; ``_pss``)."""
     rss = pss = read = fallback = pss_file = file_rss = 0
     for p in procs:
         try:
@@ -151,7 +172,7 @@ def tree_memory(procs: Iterable[psutil.Process]) -> TreeMemory:
         except psutil.Error:
             continue
         try:
-            p_pss, p_file, p_file_rss = _pss(p)
+            p_pss, p_file, p_file_rss = _pss(p, family)
             pss, pss_file, read = pss + p_pss, pss_file + p_file, read + 1
             file_rss = max(file_rss, p_file_rss)
             # the PSS files are read after the RSS: a process growing in between (a training
@@ -244,12 +265,14 @@ class TreeSampler:
     """Background sampler of a process tree: peak RSS and PSS sums, CPU time, every process seen."""
 
     def __init__(self, pid: int, interval_s: float = 0.05, pss_budget: float = 0.05,
-                 relist_s: float = 0.5, shared_with: int | None = None) -> None:
+                 relist_s: float = 0.5, forked: bool = False, listing: Path | None = None
+                 ) -> None:
         self.pid = pid
-        # a process the tree's root was forked from (core.prestart's server): the anonymous
-        # pages they still share count half in each PSS, so the server's share of those is
-        # added back (shared_anon_share) and the case's PSS reads as a fresh process's would
-        self.shared_with = shared_with
+        # forked: the root was forked from a pre-started interpreter, its ranks maybe from its
+        # copy, listed in ``listing`` (core.rankfork): PSS as if fresh, the copy left out
+        self.forked, self.listing = forked, listing
+        self._zygotes: set[int] = set()
+        self._family: set[int] | None = {pid} if forked else None
         self.interval_s = interval_s
         self.pss_budget = pss_budget  # the share of wall time PSS reading may take
         self.relist_s = relist_s  # how often the tree is listed again (new processes)
@@ -320,6 +343,11 @@ class TreeSampler:
         """
         if self._watch.seconds() >= self._next_list:
             self._procs = tree(self.pid)
+            if self.forked:
+                from parabench.core.rankfork import read_record
+
+                listed = read_record(self.listing)
+                self._zygotes, self._family = listed["zygote"], {self.pid, *listed["rank"]}
             self._next_list = self._watch.seconds() + self.relist_s
         return self._procs
 
@@ -335,28 +363,16 @@ class TreeSampler:
                     pass
             self._cpu_at.append((self._watch.t0 + self._watch.seconds(),
                                  sum(self._cpu.values())))
-        self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(procs))
+        held = [p for p in procs if p.pid not in self._zygotes]  # a zygote is the case's copy
+        self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(held))
         start = self._watch.seconds()
         if start >= self._next_pss:
-            memory = tree_memory(procs)
-            if self.shared_with is not None:
-                memory = self._with_shared(memory)
+            memory = tree_memory(held, self._family)
             if self.peak_pss is None or memory.case_bytes > self.peak_pss.case_bytes:
                 self.peak_pss = memory
             self.peak_bytes = max(self.peak_bytes, memory.rss)
             end = self._watch.seconds()
             self._next_pss = end + (end - start) / self.pss_budget
-
-    def _with_shared(self, memory: TreeMemory) -> TreeMemory:
-        assert self.shared_with is not None
-        share = shared_anon_share(self.shared_with)
-        if share is None:  # no split PSS: the origin's whole anonymous PSS, an upper bound
-            try:
-                origin = tree_memory([psutil.Process(self.shared_with)])
-            except psutil.Error:
-                return memory
-            share = origin.pss - origin.pss_file if origin.pss_read else 0
-        return replace(memory, pss=memory.pss + share)
 
     def memory_fields(self, self_peak_mb: float = 0.0) -> dict[str, Any]:
         """The result's memory figures: RSS peak (never below ``self_peak_mb``), PSS and source."""

@@ -18,33 +18,28 @@ Usage::
         pool.pids                   # the rank processes (children of this process)
     # close() ran: the ranks got a graceful shutdown, and were killed if they did not exit
 
-``start()`` spawns ``world_size`` processes (spawn context, children of this process, so a
-runner's memory sampler and its process-group kill reach them) with the thread variables set
-to ``threads`` *before* they start, each bound to its own ``threads`` cores where they fit
-(:func:`~parabench.core.rank.rank_cores`; ``PARABENCH_PIN=off``: unbound), rendezvouses them
-with ``init_process_group`` through a TCP store that this process hosts on 127.0.0.1 only
-(port picked by the OS: no race for a "free" port; gloo's own sockets go on the loopback
-interface too), binds ``cuda:<rank>`` on CUDA, and builds ``Class(ctx, **args)`` on every rank
-(``program``: the class, pickled by reference so the rank imports its module; a
-``"module:Class"`` string is still accepted).
-With ``backend="none"`` there is no torch process group (nor store): the pool hosts rank
-programs of other engines (TensorFlow's workers, :mod:`parabench.tf`), which rendezvous by
-themselves; ``rank_env`` gives each rank its own environment variables (e.g. ``TF_CONFIG``)
-before its program is built.
+``start()`` spawns ``world_size`` processes (children of this process, so a runner's sampler
+and its group kill reach them; in a pre-started case, forked from its copy instead:
+:mod:`parabench.core.rankfork`) with the thread variables set to ``threads`` before they
+start, each bound to its own cores where they fit (:func:`~parabench.core.rank.rank_cores`;
+``PARABENCH_PIN=off``: unbound), rendezvouses them through a TCP store this process hosts on
+127.0.0.1 (gloo on the loopback too), binds ``cuda:<rank>`` on CUDA, and builds
+``Class(ctx, **args)`` on every rank (``program`` pickled by reference; ``"module:Class"``
+works too). ``backend="none"``: no torch group (TensorFlow's workers rendezvous by
+themselves; ``rank_env``: each rank's own variables, e.g. ``TF_CONFIG``).
 
 ``call(name, **kwargs)`` sends one command per rank over its own Pipe and waits on the pipes
 *and* the process sentinels, so:
 
-* a rank that raises -> :class:`WorkerError` with that rank's traceback. If the other ranks
-  answer within ``grace_s`` the pool stays usable; if they do not (they are stuck in a
-  collective the failed rank never joined) the pool is torn down;
+* a rank that raises -> :class:`WorkerError` with its traceback; the pool stays usable if the
+  others answer within ``grace_s``, else (stuck in a collective) it is torn down;
 * a rank that dies (killed, segfault, OOM killer) -> ``WorkerError("rank 1 died (exit -9)
   ...")`` at once, and the remaining ranks are killed rather than left hanging in a collective;
 * a call running past ``timeout_s`` -> :class:`WorkerTimeout`; the pool is torn down.
 
-``close()`` is idempotent: a shutdown command (the program's ``close()`` runs if it has one,
-then ``destroy_process_group``), a join with a deadline, then SIGKILL. Ranks also kill
-themselves when this process dies (``PR_SET_PDEATHSIG`` on Linux, and a parent-pid watchdog).
+``close()`` is idempotent: a shutdown command (the program's ``close()``, then
+``destroy_process_group``), a join with a deadline, then SIGKILL. Ranks also die with this
+process (``PR_SET_PDEATHSIG`` on Linux, and a parent-pid watchdog).
 
 Replies and arguments travel pickled; keep them small (numbers, dicts, CPU tensors).
 """
@@ -53,7 +48,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import os
 import signal
 import sys
@@ -64,9 +58,11 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from parabench.core import rankfork
 from parabench.core.clock import Stopwatch
 from parabench.core.rank import (
     RankContext,
+    checked_program,
     default_backend,
     die_with_parent,
     init_group,
@@ -74,6 +70,7 @@ from parabench.core.rank import (
     loopback_store,
     pin,
     rank_cores,
+    resolve_program,
     set_threads,
     thread_env,
 )
@@ -111,24 +108,6 @@ class _Spec:
     cores: list[list[int]] | None = None  # rank -> its own cores (rank.rank_cores)
 
 
-def checked_program(program: str | type) -> str | type:
-    """A program class as is, or a ``"module:Class"`` string checked for its shape only."""
-    if not isinstance(program, type) and ":" not in program:
-        raise ValueError(f"program must be a class or 'module:Class', got {program!r}")
-    return program
-
-
-def resolve_program(path: str | type) -> type:
-    """The program class: ``path`` itself if it is one, else imported from ``"module:Class"``."""
-    if isinstance(path, type):
-        return path
-    module, _, name = path.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 class WorkerPool:
     """``world_size`` rank processes running one program object each; see the module doc."""
 
@@ -159,6 +138,8 @@ class WorkerPool:
         self.grace_s, self.close_timeout_s = grace_s, close_timeout_s
         self.rank_env = tuple(rank_env or ())
         self.startup_s: float | None = None
+        #: whether the ranks were forked from the case's zygote (core.rankfork), not spawned
+        self.forked = False
         #: what each rank reported after set-up (threads really used, device, pid, cores)
         self.rank_info: list[dict[str, Any]] = []
         self._procs: list[Any] = []
@@ -189,22 +170,32 @@ class WorkerPool:
             cores=rank_cores(self.world_size, self.threads),
         )
         ctx = mp.get_context("spawn")
+        zygote = rankfork.take(backend=self.backend, device=self.device, threads=self.threads,
+                               rank_env=self.rank_env)
         try:
             with thread_env(self.threads), loopback_gloo():
                 for rank in range(self.world_size):
                     parent, child = ctx.Pipe(duplex=True)
-                    proc = ctx.Process(
-                        target=_rank_main, args=(rank, spec, child),
-                        name=f"parabench-rank{rank}", daemon=False,  # ranks may own DataLoaders
-                    )
-                    proc.start()
+                    if zygote is not None:  # a pre-started case: forked, torch imported
+                        proc = zygote.fork(_rank_main, (rank, spec), child)
+                    else:
+                        proc = ctx.Process(
+                            target=_rank_main, args=(rank, spec, child),
+                            name=f"parabench-rank{rank}", daemon=False,  # may own DataLoaders
+                        )
+                        proc.start()
                     child.close()
                     self._procs.append(proc)
                     self._conns.append(parent)
+            if zygote is not None:
+                zygote.close()
             self.rank_info = self._gather("start-up", time.monotonic() + self.timeout_s)
         except BaseException:
+            if zygote is not None:
+                zygote.close()
             self._teardown()
             raise
+        self.forked = zygote is not None
         self.startup_s = watch.seconds()
         return self
 
@@ -313,6 +304,8 @@ class WorkerPool:
                     proc.kill()
         for proc in self._procs:
             proc.join(5.0)
+            if isinstance(proc, rankfork.ForkedRank):
+                proc.release()
         for conn in self._conns:
             conn.close()
         self._conns = []

@@ -32,13 +32,14 @@ starts plainly). A forked case's memory reads as a fresh process's:
   it touched each one (about 200 MB lighter for a torch case). The child maps them in first
   (``prestart_server.populate``, ``madvise(MADV_POPULATE_READ)``: minor faults, some 20 ms);
 * the anonymous pages it still shares with the server count half in each PSS: the case's
-  sampler adds the server's share of those back (``TreeSampler(shared_with=)``,
-  :func:`parabench.core.measure.shared_anon_share`).
+  sampler counts them in full (``TreeSampler(forked=True)``, as a fresh process holds its
+  own copy).
 
-What is left (docs/measurements.md, "Pre-started case processes"): a case holds the pages of
-every module the server imported, where a fresh one would import only what it uses; a pool's
-parent process, which builds no optimizer, would not import ``torch._dynamo`` (its ranks,
-spawned fresh, do), so a pool method's PSS reads a few per cent heavier.
+A pool method's ranks fork from the case's own copy (:mod:`parabench.core.rankfork`) and
+read as spawned ones. What is left (docs/measurements.md, "Pre-started case processes"): a
+case holds the pages of every module the server imported, where a fresh one would import only
+what it uses; a pool's parent process, which builds no optimizer, would not import
+``torch._dynamo``, so a pool method's PSS reads a few per cent heavier.
 
 What changes in the figures: the imports are not in the case's ``startup_s`` (the server's
 start, interpreter and imports, as the runner timed it: ``import_s``, kept in the result's

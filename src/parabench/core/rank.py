@@ -20,6 +20,7 @@ together, the device is synchronised before the second clock read, and the calle
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import socket
@@ -241,3 +242,21 @@ def loopback_gloo() -> Any:
         yield
     finally:
         os.environ.pop("GLOO_SOCKET_IFNAME", None)
+
+
+def checked_program(program: str | type) -> str | type:
+    """A program class as is, or a ``"module:Class"`` string checked for its shape only."""
+    if not isinstance(program, type) and ":" not in program:
+        raise ValueError(f"program must be a class or 'module:Class', got {program!r}")
+    return program
+
+
+def resolve_program(path: str | type) -> type:
+    """The program class: ``path`` itself if it is one, else imported from ``"module:Class"``."""
+    if isinstance(path, type):
+        return path
+    module, _, name = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj

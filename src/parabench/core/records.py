@@ -305,6 +305,9 @@ class Facts(Record):
     #: start and imports in seconds, paid once a sweep and not in ``startup_s`` (None: the
     #: case started plainly, its imports in its start-up)
     prestart_import_s: float | None = None
+    #: a pool method's ranks were forked from the case's copy (core.rankfork: True) or spawned
+    #: (False); None: no pool of its own (a serial case, torchrun's ranks)
+    ranks_forked: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from parabench.cache import cache_dir
-from parabench.case.isolate import forks
+from parabench.case.isolate import forks, forks_ranks
 from parabench.case.result import Result
 from parabench.case.windows import rule_id, window_target_s
 from parabench.identity import math_options
@@ -100,6 +100,7 @@ def cost_row(r: Result) -> dict[str, Any] | None:
         "window_rule": rule_id(r.window.target_s, r.window.asked) if r.window else None,
         # forked from a pre-started interpreter: its imports, outside the case (None: fresh)
         "prestart_s": r.facts.prestart_import_s,
+        "ranks_forked": r.facts.ranks_forked,  # a pool's ranks forked (core.rankfork)
         "samples_per_epoch": r.samples_per_epoch,
         "samples_per_s": r.samples_per_s, "status": r.status,
     }
@@ -181,15 +182,25 @@ def merged(*sources: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _started_as_today(row: dict[str, Any]) -> bool:
+    """Whether ``row``'s case started as today's would: forked or fresh, and a pool method's
+    ranks forked or spawned (a row from before ranks were forked says neither: spawned)."""
+    workload, method = row["workload"], row["method"]
+    if (row.get("prestart_s") is not None) != forks(workload, method):
+        return False
+    ranks = forks_ranks(workload, method, row.get("device") or "cpu")
+    return bool(row.get("ranks_forked")) == ranks
+
+
 def row_values(row: dict[str, Any]) -> dict[str, float]:
     """Each component's per-unit cost in ``row`` (those it has units of)."""
     parts = row["parts"]
     train, evaluate, windows = (float(parts.get(k, 0.0)) for k in ("train", "evaluate",
                                                                     "windows"))
     out: dict[str, float] = {}
-    if (row.get("prestart_s") is not None) == forks(row["workload"], row["method"]):
-        # a forked case's start-up has no imports in it: rows started the other way say
-        # nothing of how today's case starts
+    if _started_as_today(row):
+        # a forked case's start-up has no imports in it, nor have forked ranks: rows started
+        # another way say nothing of how today's case starts
         out["fixed"] = float(row["wall_s"]) - train - evaluate - windows
     if row.get("window_rule") == rule_id(window_target_s(), None):
         out["windows"] = windows  # rows of another window rule say nothing of today's

@@ -148,7 +148,8 @@ class DistributedTorchSession(Session):
         self.facts = dataclasses.replace(
             self.facts, rank_threads=[i["threads"] for i in self.pool.rank_info],
             rank_cores=[i.get("cores") for i in self.pool.rank_info],
-            samples_per_client=info.get("samples_per_client"))  # fedavg's program says
+            samples_per_client=info.get("samples_per_client"),  # fedavg's program says
+            ranks_forked=getattr(self.pool, "forked", None))  # a pool's, not torchrun's
         self.notes["rank_devices"] = [i["device"] for i in self.pool.rank_info]
         self.notes["startup_rendezvous_s"] = self.pool.startup_s
 
