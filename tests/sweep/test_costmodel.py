@@ -208,6 +208,25 @@ def test_start_up_comes_only_from_rows_started_as_today_s_case_will_be(
     assert "cnn/serial cpu w=1 t=2 bs=default r0  ~0m12s" in plain
 
 
+def test_a_pool_method_s_start_up_comes_only_from_rows_whose_ranks_started_as_today_s(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked case forks its pool's ranks too (core.rankfork): no interpreter nor torch
+    import per rank. A row from before (no ``ranks_forked``: spawned ranks) or with spawned
+    ranks would price it seconds too high; serial, which starts no pool, is priced by its
+    rows either way; started plainly, only spawned ranks' rows count."""
+    monkeypatch.delenv("PARABENCH_PRESTART")  # the default: torch cases fork
+    old = row("ddp", 2, 1, fixed=5.0, prestart_s=2.0)  # recorded before ranks could fork
+    spawned = row("ddp", 2, 1, fixed=5.0, prestart_s=2.0, ranks_forked=False)
+    forked = row("ddp", 2, 1, fixed=0.5, prestart_s=2.0, ranks_forked=True)
+    assert "fixed" not in row_values(old) and "fixed" not in row_values(spawned)
+    assert row_values(forked)["fixed"] == 0.5
+    assert row_values(row(fixed=1.0, prestart_s=2.0))["fixed"] == 1.0  # serial, before
+    assert row_values(row(fixed=1.0, prestart_s=2.0, ranks_forked=None))["fixed"] == 1.0
+    monkeypatch.setenv("PARABENCH_PRESTART", "0")
+    plain = row("ddp", 2, 1, fixed=5.0, ranks_forked=False)
+    assert row_values(plain)["fixed"] == 5.0 and row_values(row("ddp", 2, 1))["fixed"] == 4.0
+
+
 def test_rows_of_another_machine_are_left_out() -> None:
     model = CostModel.fit([*HISTORY, row("fsdp", 2, 1, machine="Other CPU | 64 cores | x")], M)
     assert len(model.rows) == 4

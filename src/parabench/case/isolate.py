@@ -186,16 +186,16 @@ def forks(workload: str, method: str) -> bool:
 
 
 def forks_ranks(workload: str, method: str, device: str) -> bool:
-    """Whether a sweep's case forks its pool's ranks from a copy of itself instead of spawning
-    them (:mod:`parabench.core.rankfork`): a pre-started case of a torch pool method on the
-    CPU (the dry run's cost model prices its start-up by the same rule)."""
+    """Whether a sweep's case makes a copy of itself to fork a pool's ranks from, instead of
+    spawning them (:mod:`parabench.core.rankfork`): a pre-started case on the CPU, of any
+    method but the baseline (serial starts no pool; which sessions do, only the session knows:
+    a method that starts none leaves the copy unused, some 0.1 s). The dry run's cost model
+    prices start-up by the same rule."""
     from parabench.registry import methods
-    from parabench.torch.session import DistributedTorchSession
 
     if device != "cpu" or not forks(workload, method):
         return False
-    session = getattr(methods.get(method), "session_class", None)
-    return isinstance(session, type) and issubclass(session, DistributedTorchSession)
+    return methods.get(method).baseline_method != method
 
 
 def prepare(configs: list[RunConfig]) -> None:

@@ -183,13 +183,16 @@ def merged(*sources: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _started_as_today(row: dict[str, Any]) -> bool:
-    """Whether ``row``'s case started as today's would: forked or fresh, and a pool method's
-    ranks forked or spawned (a row from before ranks were forked says neither: spawned)."""
+    """Whether ``row``'s case started as today's would: forked or fresh, and a pool's ranks
+    forked or spawned (None: it started no pool; a row from before ranks could fork has no
+    such key, and its ranks, if any, were spawned)."""
     workload, method = row["workload"], row["method"]
     if (row.get("prestart_s") is not None) != forks(workload, method):
         return False
     ranks = forks_ranks(workload, method, row.get("device") or "cpu")
-    return bool(row.get("ranks_forked")) == ranks
+    if "ranks_forked" not in row:
+        return not ranks
+    return row["ranks_forked"] is None or row["ranks_forked"] == ranks
 
 
 def row_values(row: dict[str, Any]) -> dict[str, float]:
