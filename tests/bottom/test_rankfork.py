@@ -32,11 +32,13 @@ CASE = textwrap.dedent("""
             dist.all_reduce(t)
             mm = float((torch.ones(300, 300) @ torch.ones(300, 300)).sum())
             return {"sum": t.item(), "pid": os.getpid(), "ppid": os.getppid(),
-                    "threads": torch.get_num_threads(), "mm": mm}
+                    "threads": torch.get_num_threads(), "mm": mm,
+                    "sigterm": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL}
 
 
     if __name__ == "__main__":  # a spawned rank imports this file too
         from parabench.core import rankfork
+        signal.signal(signal.SIGTERM, lambda *_: None)  # the case's own (execute.die_with_runner)
         rankfork.start_if_asked(types.SimpleNamespace(device="cpu"))
         torch.set_num_threads(2)
         torch.ones(500, 500) @ torch.ones(500, 500)   # the case runs OpenMP before its pool starts
@@ -82,6 +84,7 @@ def test_forked_ranks_are_the_case_s_children_form_the_group_and_report_a_kill(
     assert [r["sum"] for r in replies] == [3.0, 3.0]  # (1+0) + (1+1) on both ranks
     assert all(r["threads"] == 1 for r in replies)  # the pool's budget, not the case's 2
     assert all(r["mm"] == 300.0 * 300 * 300 for r in replies)  # OpenMP works in a forked rank
+    assert all(r["sigterm"] for r in replies)  # not the case's handler: a spawned rank's
     ranks = sorted(r["pid"] for r in replies)
     assert sorted(out["children"]) == ranks  # the case's children; the zygote has exited
     assert {r["ppid"] for r in replies} == {out["children"] and replies[0]["ppid"]}

@@ -214,6 +214,9 @@ def _rank(payload: bytes, fd: int, runs: list[tuple[int, int]], case: int) -> No
             if time.monotonic() - waited > _PARENT_WAIT_S:
                 os._exit(1)
             time.sleep(0.001)
+        # as a spawned rank: the case's handlers (SIGTERM kills the case's group) are not its
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from parabench.core.prestart_server import populate
 
         populate(runs)
