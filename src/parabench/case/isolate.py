@@ -189,7 +189,7 @@ def forks_ranks(workload: str, method: str, device: str) -> bool:
     """Whether a sweep's case makes a copy of itself to fork a pool's ranks from, instead of
     spawning them (:mod:`parabench.core.rankfork`): a pre-started case on the CPU, of any
     method but the baseline (serial starts no pool; which sessions do, only the session knows:
-    a method that starts none leaves the copy unused, some 0.1 s). The dry run's cost model
+    a method that starts none leaves the copy unused: 0.06 s to make). The dry run's cost model
     prices start-up by the same rule."""
     from parabench.registry import methods
 
@@ -219,6 +219,7 @@ def run_isolated(
     if fork:
         prestart.prepare(env)  # a pre-started interpreter's imports happen outside the case
     listing = workdir / f"{stem}.ranks"  # the zygote and ranks the case forks (rankfork)
+    env.pop(rankfork.ENV, None)  # a sweep run inside a case: not the outer case's listing
     if forks_ranks(config.workload, config.method, config.device):
         env[rankfork.ENV] = str(listing)
     oom_before = oom_kill_counts()
