@@ -124,13 +124,22 @@ def watch_run(args: list[str], *, out: Path, strike: Strike | None = None,
 CASE_MODULE = "parabench.case.execute"
 
 
+def command_line(proc: psutil.Process) -> list[str]:
+    """``proc``'s command line; empty for a process that has ended (a zombie not yet reaped
+    by its parent has none to read: a scan of a tree can meet one at any moment)."""
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
 def case_command(proc: psutil.Process) -> list[str] | None:
     """A case process's ``[python, -m, parabench.case.execute, CONFIG_JSON, RESULT]``, or None
     for any other process. A case forked from a pre-started interpreter
     (:mod:`parabench.core.prestart`) shows that command as one title, which psutil splits at
     spaces: joined and split again (the config is JSON between the module and the result
     path, which has no spaces), both read the same."""
-    title = " ".join(part for part in proc.cmdline() if part)
+    title = " ".join(part for part in command_line(proc) if part)
     head, sep, rest = title.partition(f" -m {CASE_MODULE} ")
     if not sep:
         return None

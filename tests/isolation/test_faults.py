@@ -22,8 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from casewatch import case_command, wait_for
+from casewatch import case_command, command_line, wait_for
 from parabench.case.result import Result, read_results
+from parabench.core import rankfork
 
 pytestmark = pytest.mark.cpu
 
@@ -181,7 +182,12 @@ def test_a_ddp_rank_sigkilled_mid_case_fails_the_case_naming_rank_and_signal(
             return []
         worker = next(p for p in psutil.Process(runner.pid).children(recursive=True)
                       if case_command(p) is not None)
-        return sorted((p for p in worker.children() if "spawn_main" in " ".join(p.cmdline())),
+        # spawned ranks run multiprocessing's spawn_main; forked ones (core.rankfork, the
+        # default) are listed by the case for the runner's sampler
+        listing = next(iter(tmpdir_env.glob("parabench-run-*/case-*.ranks")), None)
+        forked = rankfork.read_record(listing)["rank"]
+        return sorted((p for p in worker.children()
+                       if p.pid in forked or "spawn_main" in " ".join(command_line(p))),
                       key=lambda p: p.create_time())
 
     ranks = wait_for("two ddp ranks past epoch 1", ranks_training)

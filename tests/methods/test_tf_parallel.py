@@ -23,6 +23,7 @@ import numpy as np
 import psutil
 import pytest
 
+from casewatch import command_line
 from parabench.analysis.parity import assess
 from parabench.case.result import QualityValue, Result, read_results
 from parabench.config import RunConfig
@@ -123,7 +124,7 @@ def test_killing_a_worker_mid_case_fails_it_naming_the_worker_and_leaves_nothing
         if workers or not line.startswith("epoch "):
             return  # wait until training runs: start-up is over, collectives are in flight
         workers.extend(p for p in psutil.Process().children(recursive=True)
-                       if "spawn_main" in " ".join(p.cmdline()))
+                       if "spawn_main" in " ".join(command_line(p)))
         workers[1].send_signal(signal.SIGKILL)
 
     result = run_isolated(config, workdir=tmp_path, on_tick=kill_one_worker)
