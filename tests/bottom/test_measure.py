@@ -175,7 +175,11 @@ def test_the_shared_part_of_anonymous_pss_is_only_what_is_still_shared() -> None
     """A process's share of anonymous pages it still shares with a forked child: a page the
     child wrote is its own copy, so it leaves the shared part (the whole Pss_Anon was taken
     once: a forked case read heavier than a fresh one)."""
-    from parabench.core.measure import shared_anon_share
+    from parabench.core.measure import _rollup, _shared_part
+
+    def shared_anon_share(pid: int) -> int | None:
+        kib = _rollup(pid)
+        return _shared_part(kib) if "Pss_Anon" in kib else None
 
     proc = subprocess.Popen([sys.executable, "-c", COW], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)

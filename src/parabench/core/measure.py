@@ -143,15 +143,6 @@ def _rollup(pid: int) -> dict[str, int]:
     return {k: int(v.split()[0]) * 1024 for k, v in fields if v.split()}
 
 
-def shared_anon_share(pid: int) -> int | None:
-    """Bytes of ``pid``'s anonymous PSS in pages it still shares (with the processes forked
-    from it): ``Pss_Anon`` less its private dirty pages, which no child holds any more (a
-    child that wrote to a page has its own copy, counted in full in its PSS). None when the
-    kernel does not split PSS."""
-    kib = _rollup(pid)
-    return _shared_part(kib) if "Pss_Anon" in kib else None
-
-
 def _file_rss(pid: int) -> int:
     """``RssFile`` of ``/proc/PID/status`` in bytes (0 when unreadable)."""
     try:
