@@ -217,6 +217,12 @@ class Method(ABC):
     #: why the method cannot train in ``channels_last`` (None: it can); e.g. FSDP2 shards
     #: only contiguous parameters
     no_channels_last: ClassVar[str | None] = None
+    #: True where a part of an epoch (``Session.train_part``) is the unit of a speed window
+    #: (``Session.train_window``), as fedavg's round is: in time-to-target mode the lifecycle
+    #: then times the parts trained for quality from the second epoch on as the speed windows,
+    #: instead of training more parts only to time them
+    #: (:meth:`~parabench.case.lifecycle.CaseLifecycle.measure_windows`)
+    windows_from_training: ClassVar[bool] = False
 
     def supports(self, workload: Workload) -> bool:
         return workload.family in self.families

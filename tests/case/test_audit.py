@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from parabench.case.audit import MIN_SPAN_S, audit, audited
+from parabench.case.isolate import _outside_cores
 from parabench.case.result import Result
 from parabench.core.measure import TreeSampler, _interpolated
 from parabench.core.records import Evidence, TimeToTarget, Window
@@ -106,6 +107,19 @@ def test_window_seconds_against_the_host_clock(span: list[float], fails: bool) -
     assert bool(audit(fits)) == (span[1] - span[0] < 1.5)
 
 
+def test_windows_in_stretches_are_held_against_the_stretches_seconds() -> None:
+    """Windows that were parts trained for quality (fedavg's rounds) lie in stretches with the
+    evaluations between them: their seconds are held against the stretches', not against
+    the whole span around them, which the evaluations fill too."""
+    apart = [[100.0, 100.51], [101.0, 101.51], [102.0, 102.51]]
+    ok = Evidence(window_served=list(SERVED), windows_span=[100.0, 102.51], window_spans=apart)
+    assert audit(windowed(evidence=ok)) == []
+    short = [[a, b - 0.1] for a, b in apart]  # 1.50 s of windows in 1.23 s of stretches
+    bad = dataclasses.replace(ok, window_spans=short)
+    assert audit(windowed(evidence=bad)) == ["windows 1.500 s by their clock, only 1.230 s "
+                                             "passed around them"]
+
+
 @pytest.mark.parametrize(("inside", "outside", "fails"), [
     (1.6, 1.58, False), (1.0, 1.3, False), (0.0, 1.57, True), (1.0, 1.9, True),
     (1.9, 1.0, True), (0.95, 0.99, False)])
@@ -167,6 +181,18 @@ def test_the_runner_reads_a_busy_process_cores_from_outside() -> None:
     # one spinning thread: at most one core, and most of one unless others took it
     assert cores is not None and 0.0 < cores <= 1.1, cores
     assert sampler.cores_over([span[0] - 60, span[1]]) is None  # before the first sample
+
+
+def test_the_runner_reads_stretches_of_windows_weighted_by_their_seconds() -> None:
+    """Over stretches of windows the runner's reading is their CPU seconds over their wall
+    seconds (2 s at 2 cores and 1 s at 0.5: 1.5), not the mean of the readings (1.25); a
+    stretch it cannot read leaves the reading out."""
+    class Sampler:
+        def cores_over(self, span: list[float]) -> float | None:
+            return {0.0: 2.0, 5.0: 0.5}.get(span[0])
+
+    assert _outside_cores(Sampler(), [[0.0, 2.0], [5.0, 6.0]]) == 1.5
+    assert _outside_cores(Sampler(), [[0.0, 2.0], [9.0, 9.5]]) is None
 
 
 def _planted_run(tmp_path: Path, *args: str, windows: int = 24

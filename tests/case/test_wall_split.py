@@ -35,12 +35,18 @@ def _stats(seconds: float) -> EpochStats:
 
 def test_training_and_windows_split_into_what_the_clock_timed_and_the_rest() -> None:
     lifecycle = SimpleNamespace(history=[_stats(1.0), _stats(0.5)],
-                                windows=[_stats(0.25), _stats(0.25)])
+                                windows=[_stats(0.25), _stats(0.25)], windows_from_training=0)
     tracker = SimpleNamespace(eval_s=[0.2, 0.3])
     parts = wall_split({"start": 2.0, "train": 2.25, "windows": 0.6, "evaluate": 0.01},
                        lifecycle, tracker, launch_s=0.4)
     assert parts == {"launch": 0.4, "start": 2.0, "evaluate": 0.51, "train": 1.5,
                      "windows": 0.5, "bookkeeping": 0.35}
+    # the first window a part trained for quality (fedavg's round): in train, not windows
+    lifecycle.windows_from_training = 1
+    parts = wall_split({"start": 2.0, "train": 2.25, "windows": 0.35, "evaluate": 0.01},
+                       lifecycle, tracker, launch_s=0.4)
+    assert parts["train"] == 1.5 and parts["windows"] == 0.25
+    assert parts["bookkeeping"] == pytest.approx(0.35)
     # no tracker, no launch: nothing invented
     assert "launch" not in wall_split({"train": 1.5}, lifecycle, None, None)
     assert wall_split({"train": 1.5}, lifecycle, None, None)["evaluate"] == 0.0

@@ -134,6 +134,11 @@ def test_the_table_shows_speed_with_its_ci_and_no_warm_up_mark_with_windows() ->
     rows = summarize([serial, steps, fit])
     assert windows_phrase(rows) == "3-4 windows of 112-415 global steps or one fit"
     assert windows_phrase(summarize([case("mlp", "serial", 1)])) == ""
+    rounds = windowed(case("mlp", "fedavg", 2), unit="round", window_s=[9.0, 8.0, 8.0, 8.0])
+    trained = dataclasses.replace(rounds, window=dataclasses.replace(rounds.window,
+                                                                     from_training=4))
+    assert windows_phrase(summarize([rounds])) == "3 windows of one round"
+    assert windows_phrase(summarize([trained])) == "3 windows of one round trained for quality"
     assert "~ one epoch only" not in table and "n > 1" not in table
 
 

@@ -21,6 +21,7 @@ from parabench.case.result import Result, read_results
 from parabench.case.windows import rule_id, window_target_s
 from parabench.config import RunConfig
 from parabench.core.records import TimeToTarget
+from parabench.registry import methods
 from parabench.stopping import Epochs
 from parabench.sweep import costs, run
 from parabench.sweep.costmodel import CostModel, Plan, counts, row_plan
@@ -164,6 +165,8 @@ def test_the_main_jobs_rows_reproduce_what_it_recorded(monkeypatch: pytest.Monke
     monkeypatch.setattr(windows, "WINDOW_TARGET_S", 0.5)  # the window rule it was recorded under
     monkeypatch.setattr(windows, "WINDOWS", 8)
     monkeypatch.setattr(windows, "MAX_WINDOWS", 16)
+    # and fedavg trained its windows apart from its rounds for quality
+    monkeypatch.setattr(methods.get("fedavg"), "windows_from_training", False)
     rows = [json.loads(line) for line in MAIN_JOB.read_text().splitlines()]
     serial, fedavg = rows[0], rows[-1]
     assert (serial["trained"], serial["evals"], serial["per_epoch"], serial["reach"]) == (
@@ -367,3 +370,16 @@ def test_a_history_row_says_whether_it_stopped_at_serial_s_crossing() -> None:
     hinted = _result(config={"eval_from": 1664, "target_quality": 0.99})
     assert costs.cost_row(hinted)["crossing"] and row_plan(costs.cost_row(hinted)).crossing
     assert not costs.cost_row(_result())["crossing"]
+
+
+def test_fedavg_s_windows_come_only_from_rows_that_timed_its_rounds_trained_for_quality(
+        ) -> None:
+    """In time-to-target mode fedavg times the rounds it trained for quality as its windows
+    (Method.windows_from_training): a row from before (no ``windows_trained``) trained its
+    windows apart and would price today's seconds too high; with fixed epochs, or for a
+    method whose windows are always trained apart, old rows still say what windows cost."""
+    old = row("fedavg", 2, 1, windows=9.0, target=0.98)
+    new = row("fedavg", 2, 1, windows=0.0, target=0.98, windows_trained=6)
+    assert "windows" not in row_values(old) and row_values(new)["windows"] == 0.0
+    assert row_values(row("fedavg", 2, 1, windows=9.0))["windows"] == 9.0  # fixed epochs
+    assert row_values(row("ddp", 2, 1, windows=2.0, target=0.98))["windows"] == 2.0

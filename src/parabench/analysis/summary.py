@@ -55,6 +55,8 @@ class Row:
     windows: int = 0
     window_unit: str = ""
     window_steps: int | None = None
+    #: the windows were parts trained for quality (``Window.from_training``: fedavg's rounds)
+    windows_trained: bool = False
     #: vs the baseline with the same total cores; ``baseline`` names that run
     speedup: float | None = None
     baseline: str | None = None
@@ -229,7 +231,8 @@ def _window_fields(ok: list[Result]) -> dict[str, object]:
         return {}
     return {"windows": len(r.window_rates),
             "window_unit": r.window.unit if r.window else "steps",
-            "window_steps": r.window.steps if r.window else None}
+            "window_steps": r.window.steps if r.window else None,
+            "windows_trained": bool(r.window and r.window.from_training)}
 
 
 def _speed_ci(ok: list[Result]) -> tuple[float, float] | None:

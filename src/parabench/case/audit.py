@@ -17,7 +17,8 @@ recomputes each figure from :class:`~parabench.core.records.Evidence` sent besid
 * **samples/s** - the median of the steady windows' served samples over their seconds (their
   own samples where no count was served), and the figure inside its own confidence interval;
 * **seconds** - the steady windows' seconds against the span the lifecycle saw them take on
-  the host clock (their sum cannot exceed it, and windows of steps fill most of it);
+  the host clock (their sum cannot exceed it, and windows of steps fill most of it; where the
+  windows are parts trained for quality, the sum of their stretches' spans);
 * **cores** (CPU seconds per wall second, "ran on ~1 core") - the case's own reading against
   the runner's, taken from outside the case by sampling the process tree over the same span;
 * **time to target** - the samples at each evaluation against the loaders' count up to it,
@@ -114,7 +115,7 @@ def _speed(result: Result, ev: Evidence) -> list[str]:
 def _seconds(result: Result, ev: Evidence) -> list[str]:
     if not ev.windows_span or not result.window_s:
         return []
-    span = ev.windows_span[1] - ev.windows_span[0]
+    span = _span_s(ev)
     timed = sum(_steady(result, result.window_s))
     if timed > span * (1 + 1e-3) + 1e-3:
         return [f"windows {timed:.3f} s by their clock, only {span:.3f} s passed around them"]
@@ -126,12 +127,17 @@ def _seconds(result: Result, ev: Evidence) -> list[str]:
 
 
 def _cores(result: Result, ev: Evidence) -> list[str]:
-    inside, outside, span = result.window_cores, ev.outside_cores, ev.windows_span
-    if inside is None or outside is None or not span or span[1] - span[0] < MIN_SPAN_S:
+    inside, outside = result.window_cores, ev.outside_cores
+    if inside is None or outside is None or not ev.windows_span or _span_s(ev) < MIN_SPAN_S:
         return []
     if abs(inside - outside) <= CORES_ABS + CORES_REL * max(inside, outside):
         return []
     return [f"cores {inside:.2f} (CPU s per wall s), the runner saw {outside:.2f} from outside"]
+
+
+def _span_s(ev: Evidence) -> float:
+    """The seconds the steady windows' stretches took on the host clock."""
+    return sum(end - start for start, end in ev.window_spans or [ev.windows_span or [0, 0]])
 
 
 def _time_to_target(result: Result, ev: Evidence) -> list[str]:

@@ -149,7 +149,8 @@ def execute(config: RunConfig, progress: Callable[[str], None] | None = None, *,
     # the loaders' own counts and the windows' span, for the checks at the file (case.audit)
     m["evidence"] = Evidence(window_served=[s.served for s in lifecycle.windows],
                              eval_served=list(lifecycle.eval_served),
-                             windows_span=lifecycle.windows_span)
+                             windows_span=lifecycle.windows_span,
+                             window_spans=lifecycle.window_spans)
     result = _finish(config, lifecycle.session, m, meter, tracker)
     if launcher is POOL:  # torchrun's ranks would all measure one GPU at once: no peak
         with wall_part("peak"):
@@ -162,14 +163,16 @@ def wall_split(parts: dict[str, float], lifecycle: CaseLifecycle,
                tracker: TargetTracker | None, launch_s: float | None) -> dict[str, float]:
     """The case's wall-time parts (``Result.wall_parts``): ``parts`` as :data:`WALL` timed
     them, with training and the speed windows split by the case's clock into what it timed
-    (``train``: the epochs; ``windows``: every speed window) and the rest: the evaluations
-    between parts (``evaluate``, the tracker's own seconds) and ``bookkeeping`` (energy reads,
-    the parity trace, progress lines between parts and windows)."""
+    (``train``: the epochs; ``windows``: every speed window trained only to be timed) and the
+    rest: the evaluations between parts (``evaluate``, the tracker's own seconds) and
+    ``bookkeeping`` (energy reads, the parity trace, progress lines between parts and
+    windows)."""
     out = {"launch": launch_s} if launch_s is not None else {}
     out.update(parts)
     evals = sum(tracker.eval_s) if tracker is not None else 0.0
     epochs = sum(s.seconds for s in lifecycle.history)
-    windows = sum(s.seconds for s in lifecycle.windows)
+    # windows that were parts trained for quality are in ``train`` already
+    windows = sum(s.seconds for s in lifecycle.windows[lifecycle.windows_from_training:])
     train_wall, windows_wall = out.pop("train", 0.0), out.pop("windows", 0.0)
     out["train"], out["windows"] = epochs, windows
     out["evaluate"] = out.get("evaluate", 0.0) + evals
@@ -218,7 +221,8 @@ def _windows(lifecycle: CaseLifecycle) -> dict[str, Any]:
                              steps_source="--steps" if lifecycle.config.steps else "auto",
                              target_s=window_target_s(), warmup=lifecycle.warmup_windows,
                              # None: windows were added while the CI was wider than this
-                             asked=asked, ci_target=None if asked else CI_TARGET)}
+                             asked=asked, ci_target=None if asked else CI_TARGET,
+                             from_training=lifecycle.windows_from_training)}
 
 
 def _finish(config: RunConfig, session: Session | None, m: dict[str, Any],

@@ -132,6 +132,16 @@ def oom_kill_counts() -> dict[str, int]:
     return counts
 
 
+def _outside_cores(sampler: TreeSampler, spans: list[list[float]]) -> float | None:
+    """The tree's CPU seconds per wall second inside ``spans``, as the runner sampled them
+    (None: a span it cannot read)."""
+    walls = [end - start for start, end in spans]
+    cores = [sampler.cores_over(span) for span in spans]
+    if None in cores or sum(walls) <= 0:
+        return None
+    return round(sum(c * w for c, w in zip(cores, walls, strict=True)) / sum(walls), 3)
+
+
 def _oom_evidence(before: dict[str, int], after: dict[str, int]) -> str | None:
     """Which counter rose during the case (None: no evidence of an OOM kill)."""
     for path, count in after.items():
@@ -260,7 +270,7 @@ def run_isolated(
         path.unlink(missing_ok=True)
     if (ev := result.evidence) is not None and ev.windows_span:  # cores seen from outside
         result = dataclasses.replace(result, evidence=dataclasses.replace(
-            ev, outside_cores=sampler.cores_over(ev.windows_span)))
+            ev, outside_cores=_outside_cores(sampler, ev.window_spans or [ev.windows_span])))
     settings = thread_settings(env, wait_policy(os.environ)[1], result.facts.rank_threads,
                                result.facts.rank_cores)
     if proc.import_s is not None:  # forked from a pre-started interpreter: its imports

@@ -30,6 +30,14 @@ is the median of the windows' samples/s with a 95 % bootstrap confidence interva
 taken, on :func:`~parabench.torch.loop.window_order` (the same samples for every method), so
 they change neither the learning curve nor parity.
 
+Where a part of an epoch is a window's unit (``Method.windows_from_training``: fedavg, whose
+part and window are both one round), a case in time-to-target mode trains no windows only to
+time them: the parts it trained for quality serve, the first epoch's last part as the warm-up
+window and the parts of later epochs in order as the steady ones, as many as the rule takes
+(more are trained after the epochs if it wants more). Each part's CPU seconds and host-clock
+span are read around it, outside the evaluations between them, for the checks at the file;
+the result says how many windows were such parts (``Window.from_training``).
+
 :class:`CaseLifecycle` makes the case's :class:`~parabench.core.clock.Clock` and sets
 ``session.clock`` (and ``session.launcher``) before ``start``: the session times its work
 region with it and reads no timer itself. On CUDA the clock synchronises the device: through
@@ -53,9 +61,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from parabench.case.energy import EnergyMeter
-from parabench.case.parts import Between, checked_samples, train_epoch
+from parabench.case.parts import Between, TimedPart, checked_samples, timing_parts, train_epoch
 from parabench.case.tracker import TargetTracker
-from parabench.case.windows import steps_for, window_rule
+from parabench.case.windows import steps_for, stretches, window_rule
 from parabench.config import RunConfig
 from parabench.core.clock import Clock, Stopwatch
 from parabench.core.launcher import POOL, Launcher, launching
@@ -105,6 +113,13 @@ class CaseLifecycle:
     #: [start, end] of those windows on the host clock (evidence for the checks at the file)
     window_cores: float | None = None
     windows_span: list[float] | None = None
+    #: [start, end] of each stretch of steady windows where they are not one block (None: one)
+    window_spans: list[list[float]] | None = None
+    #: parts trained for quality that may serve as speed windows
+    #: (``Method.windows_from_training``): the first epoch's last part, then every later one
+    trained_parts: list[TimedPart] = field(default_factory=list)
+    #: how many of ``windows`` (warm-up included) are such parts
+    windows_from_training: int = 0
     #: time to target: the loaders' samples up to each evaluation (None: a part kept no count)
     eval_served: list[int | None] = field(default_factory=list)
 
@@ -159,6 +174,8 @@ class CaseLifecycle:
                 say(line)
             return stop
 
+        if tracker is not None and self.method.windows_from_training:
+            between = timing_parts(between, self.trained_parts)
         cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         for epoch in range(epochs):
             stats = self.epoch(between if tracker is not None else None)
@@ -213,23 +230,46 @@ class CaseLifecycle:
         rule = window_rule(self.windows_asked())
         say = say or (lambda _msg: None)
         session = self._started()
-        self.warm_up_window()
-        unit = f"{self.window_steps} steps" if self.window_steps else session.window_unit
-        say(f"speed: {rule.wanted} windows of {unit} after a warm-up window "
-            f"of {self.windows[0].seconds:.3f}s")
         spent, rates, taken = 0.0, [], 0
-        with CpuRate(os.getpid()) as rate:  # the cores the case's processes really kept busy
-            while (why := rule.stop(rates, spent, taken)) is None:
-                if taken == rule.wanted:
-                    say(f"speed: CI wider than {rule.ci_target:.0%}, "
-                        f"up to {rule.most - taken} more windows")
-                stats, taken = self.window(), taken + 1
-                spent += stats.seconds
-                if stats.seconds:
-                    rates.append(stats.samples / stats.seconds)
+        blocks: list[TimedPart] = []  # (the steady windows' seconds, CPU s, span) per stretch
+        if len(self.trained_parts) > 1:  # a warm-up part and at least one steady one
+            warm, *steady = self.trained_parts
+            self.windows.append(warm.stats)
+            self.warmup_windows = 1
+            say(f"speed: the {session.window_unit}s trained for quality from epoch 2 on "
+                f"serve as windows, after a warm-up {session.window_unit} of "
+                f"{warm.stats.seconds:.3f}s")
+            for part in steady:
+                if rule.stop(rates, spent, taken) is not None:
+                    break
+                self.windows.append(part.stats)
+                blocks.append(part)
+                taken, spent = taken + 1, spent + part.stats.seconds
+                if part.stats.seconds:
+                    rates.append(part.stats.samples / part.stats.seconds)
+            self.windows_from_training = len(self.windows)
+        else:
+            self.warm_up_window()
+            unit = f"{self.window_steps} steps" if self.window_steps else session.window_unit
+            say(f"speed: {rule.wanted} windows of {unit} after a warm-up window "
+                f"of {self.windows[0].seconds:.3f}s")
+        if (why := rule.stop(rates, spent, taken)) is None:
+            with CpuRate(os.getpid()) as rate:  # the cores the processes really kept busy
+                while (why := rule.stop(rates, spent, taken)) is None:
+                    if taken == rule.wanted:
+                        say(f"speed: CI wider than {rule.ci_target:.0%}, "
+                            f"up to {rule.most - taken} more windows")
+                    stats, taken = self.window(), taken + 1
+                    spent += stats.seconds
+                    if stats.seconds:
+                        rates.append(stats.samples / stats.seconds)
+            assert rate.span is not None
+            blocks.append(TimedPart(None, (rate.cores or 0.0) * (rate.span[1] - rate.span[0]),
+                                    rate.span))
         if why == "budget":
             say(f"speed: stopped after {taken} windows ({spent:.1f}s budget spent)")
-        self.window_cores, self.windows_span = rate.cores, rate.span
+        if blocks:
+            self.window_cores, self.windows_span, self.window_spans = stretches(blocks)
         if rates:
             say(f"speed: median {statistics.median(rates):,.0f} samples/s "
                 f"over {len(rates)} windows")

@@ -16,14 +16,49 @@ parts it trained (:meth:`~parabench.method.EpochStats.join`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from parabench.case.energy import EnergyMeter
 from parabench.case.stopping import EVALS_PER_EPOCH
+from parabench.core.clock import Stopwatch
+from parabench.core.measure import tree_cpu_seconds
 from parabench.method import EpochStats, Session
 
 #: called after each part of an epoch: (its stats, epoch, part, parts) -> stop the epoch here
 Between = Callable[[EpochStats, int, int, int], bool]
+
+
+@dataclass(frozen=True)
+class TimedPart:
+    """A part trained for quality (None: a stretch of speed windows trained to be timed), the
+    CPU seconds the case's process tree used in it and its [start, end] on the host clock."""
+
+    stats: EpochStats | None
+    cpu_s: float
+    span: list[float]
+
+
+def timing_parts(between: Between, kept: list[TimedPart]) -> Between:
+    """``between`` that first appends to ``kept`` each part that may serve as a speed window
+    (the first epoch's last part, then every part of a later one) with the CPU seconds and
+    the host-clock span it took; the clocks are read again once ``between`` (the evaluation)
+    is done, where the next part starts."""
+    pid = os.getpid()
+    mark = (Stopwatch(), tree_cpu_seconds(pid))  # where the part starts
+
+    def timed(stats: EpochStats, epoch: int, part: int, parts: int) -> bool:
+        nonlocal mark
+        if epoch > 0 or part == parts - 1:
+            watch, cpu0 = mark
+            kept.append(TimedPart(stats, tree_cpu_seconds(pid) - cpu0,
+                                  [watch.t0, watch.t0 + watch.seconds()]))
+        stop = between(stats, epoch, part, parts)
+        mark = (Stopwatch(), tree_cpu_seconds(pid))
+        return stop
+
+    return timed
 
 
 def checked_samples(stats: EpochStats, what: str) -> EpochStats:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from parabench.case.bootstrap import ci_half_pct, median_ci
+from parabench.case.parts import TimedPart
 from parabench.method import EpochStats
 
 #: seconds a speed window aims at when ``--steps`` is not given (a window's clock reads are
@@ -117,3 +118,14 @@ def window_rule(asked: int | None) -> WindowRule:
                           least=MIN_WINDOWS)
     return WindowRule(wanted=WINDOWS, most=MAX_WINDOWS, ci_target=CI_TARGET,
                       budget_s=WINDOW_BUDGET_S, least=MIN_WINDOWS)
+
+
+def stretches(blocks: Sequence[TimedPart]) -> tuple[float | None, list[float],
+                                                    list[list[float]] | None]:
+    """(cores, span, spans) of the stretches of steady windows ``blocks``: the CPU seconds
+    per wall second inside them, [the first one's start, the last one's end], and each one's
+    [start, end] where there is more than one (else None)."""
+    wall = sum(b.span[1] - b.span[0] for b in blocks)
+    cores = round(sum(b.cpu_s for b in blocks) / wall, 3) if wall > 0 else None
+    spans = [b.span for b in blocks] if len(blocks) > 1 else None
+    return cores, [blocks[0].span[0], blocks[-1].span[1]], spans

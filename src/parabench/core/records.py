@@ -79,6 +79,9 @@ class Window(Record):
     warmup: int = 0
     asked: int | None = None
     ci_target: float | None = None
+    #: how many of the windows (warm-up included) are parts trained for quality, timed as
+    #: windows (``Method.windows_from_training``: fedavg's rounds from the second epoch on)
+    from_training: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,6 +330,11 @@ class Evidence(Record):
     eval_served: list[int | None] = field(default_factory=list)
     #: [start, end] of the steady windows on the host clock (``core.clock.now``), seconds
     windows_span: list[float] | None = None
+    #: where the steady windows are not one block (parts trained for quality, with the
+    #: evaluations between them): [start, end] of each stretch of windows; ``windows_span``
+    #: then runs from the first one's start to the last one's end
+    window_spans: list[list[float]] | None = None
     #: the runner's own reading of the tree's CPU seconds per wall second over
-    #: ``windows_span`` (None: not watched from outside, e.g. torchrun, or too few samples)
+    #: ``window_spans`` (else ``windows_span``; None: not watched from outside, e.g.
+    #: torchrun, or too few samples)
     outside_cores: float | None = None

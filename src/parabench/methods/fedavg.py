@@ -59,13 +59,13 @@ def clients_for(config: RunConfig) -> int:
 class FedAvg(Method):
     name: ClassVar[str] = "fedavg"
     startup_guess_s: ClassVar[float | None] = 8.0
-    description: ClassVar[str] = (
-        "federated averaging: K clients on IID / non-IID shards, E local epochs per round, "
-        "sample-weighted all-reduce of the weights"
-    )
+    description: ClassVar[str] = ("federated averaging: K clients on IID / non-IID shards, "
+                                  "E local epochs per round, sample-weighted all-reduce of "
+                                  "the weights")
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     families: ClassVar[frozenset[str]] = frozenset({"torch"})
     parity: ClassVar[str] = "statistical"
+    windows_from_training: ClassVar[bool] = True  # a part of an epoch is a round, as a window
     options: ClassVar[Mapping[str, OptionSpec]] = {**TORCH_OPTIONS, **FEDAVG_OPTIONS}
 
     def check(self, workload: Workload, config: RunConfig) -> str | None:

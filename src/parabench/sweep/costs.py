@@ -98,6 +98,8 @@ def cost_row(r: Result) -> dict[str, Any] | None:
         "crossing": bool(config.get("eval_from")),
         "windows": len(r.window_s),
         "window_rule": rule_id(r.window.target_s, r.window.asked) if r.window else None,
+        # windows that were parts trained for quality (Method.windows_from_training)
+        "windows_trained": r.window.from_training if r.window else 0,
         # forked from a pre-started interpreter: its imports, outside the case (None: fresh)
         "prestart_s": r.facts.prestart_import_s,
         "ranks_forked": r.facts.ranks_forked,  # a pool's ranks forked (core.rankfork)
@@ -195,6 +197,18 @@ def _started_as_today(row: dict[str, Any]) -> bool:
     return row["ranks_forked"] is None or row["ranks_forked"] == ranks
 
 
+def _windows_as_today(row: dict[str, Any]) -> bool:
+    """Whether ``row``'s speed windows were trained as today's would be: a row from before
+    windows could be parts trained for quality has no ``windows_trained``, and where its
+    method's windows are such parts today (a case with a target), its windows cost more than
+    today's."""
+    from parabench.registry import methods
+
+    if "windows_trained" in row or row.get("target") is None or row["method"] not in methods:
+        return True
+    return not methods.get(row["method"]).windows_from_training
+
+
 def row_values(row: dict[str, Any]) -> dict[str, float]:
     """Each component's per-unit cost in ``row`` (those it has units of)."""
     parts = row["parts"]
@@ -205,7 +219,7 @@ def row_values(row: dict[str, Any]) -> dict[str, float]:
         # a forked case's start-up has no imports in it, nor have forked ranks: rows started
         # another way say nothing of how today's case starts
         out["fixed"] = float(row["wall_s"]) - train - evaluate - windows
-    if row.get("window_rule") == rule_id(window_target_s(), None):
+    if row.get("window_rule") == rule_id(window_target_s(), None) and _windows_as_today(row):
         out["windows"] = windows  # rows of another window rule say nothing of today's
     if (row.get("trained") or 0) > 0:
         out["train"] = train / row["trained"]

@@ -19,7 +19,8 @@ the same way. Columns:
 * ``samples/s``: steady-state throughput with its 95 % confidence interval, ``50,072 ±3.0%``.
   A case measures it in speed windows (:mod:`parabench.case.lifecycle`): after a warm-up
   window (left out), W steady windows of N global mini-batch steps each (one fit for the
-  estimators, one round for fedavg, one epoch for TensorFlow); the figure is the median of
+  estimators, one round for fedavg (in time-to-target mode the rounds it trained for
+  quality), one epoch for TensorFlow); the figure is the median of
   their samples/s and the CI the percentile bootstrap CI of that median
   (:func:`parabench.analysis.stats.median_ci`). With one repeat the CI is the run's windows';
   with repeats (``n`` > 1) the figure is the median of the repeats' figures and the CI the
@@ -358,7 +359,8 @@ def windows_phrase(rows: list[Row]) -> str:
         return ""
     steps = {r.window_steps for r in measured if r.window_unit == "steps" and r.window_steps}
     what = ([f"{_span(steps)} global steps"] if steps else []) + sorted(
-        {f"one {r.window_unit}" for r in measured if r.window_unit != "steps"})
+        {f"one {r.window_unit}" + (" trained for quality" if r.windows_trained else "")
+         for r in measured if r.window_unit != "steps"})
     return f"{_span({r.windows for r in measured})} windows of {' or '.join(what)}"
 
 
