@@ -109,6 +109,10 @@ def test_one_run_samples_are_its_steady_windows() -> None:
     assert windows_text(windowed(case("mlp", "serial", 1))) == "3 windows of 415 steps"
     assert windows_text(windowed(case("mlp", "serial", 1), unit="fit")) == "3 windows of one fit"
     assert windows_text(case("mlp", "serial", 1)) == ""
+    rounds = windowed(case("mlp", "fedavg", 2), unit="round")
+    rounds = dataclasses.replace(rounds, window=dataclasses.replace(rounds.window,
+                                                                    from_training=4))
+    assert windows_text(rounds) == "3 windows of one round trained for quality"
 
 
 # --- the run summary table --------------------------------------------------------------------

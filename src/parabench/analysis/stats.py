@@ -71,7 +71,8 @@ def windows_text(r: Result) -> str:
         return ""
     unit, steps = (r.window.unit, r.window.steps) if r.window else ("steps", None)
     what = f"{steps} steps" if unit == "steps" and steps else f"one {unit}"
-    return f"{n} window{'s' if n != 1 else ''} of {what}"
+    trained = " trained for quality" if r.window and r.window.from_training else ""
+    return f"{n} window{'s' if n != 1 else ''} of {what}{trained}"
 
 
 def _epoch_rates(r: Result) -> list[float]:
