@@ -88,6 +88,25 @@ def test_one_server_per_import_environment(probe_env: dict[str, str], tmp_path: 
         assert len(prestart._servers or {}) == 2  # a setting read at import: its own server
 
 
+def test_a_server_ends_with_its_input_without_the_interpreter_s_teardown(
+        probe_env: dict[str, str], tmp_path: Path) -> None:
+    """Closing the sweep ends its servers at once: a server that imported torch skips the
+    interpreter's teardown (about 1 s each, which the runner waited for). An exit handler
+    registered at the server's start (sitecustomize) must not run; the server exits 0."""
+    site = tmp_path / "site"
+    site.mkdir()
+    marker = tmp_path / "torn-down"
+    (site / "sitecustomize.py").write_text(
+        f"import atexit, pathlib\natexit.register(pathlib.Path({str(marker)!r}).touch)\n")
+    env = {**probe_env, "PYTHONPATH": os.pathsep.join((str(site), probe_env["PYTHONPATH"]))}
+    with prestart.prestarted():
+        proc = _start(env, tmp_path)
+        assert proc.wait(timeout=60) == 0 and proc.server_pid is not None
+        server = next(iter((prestart._servers or {}).values()))
+    assert server.proc.returncode == 0
+    assert not marker.exists()  # the handler of a normal exit did not run
+
+
 @pytest.mark.slow
 def test_a_killed_case_reads_as_killed_and_outside_a_sweep_cases_start_plainly(
         probe_env: dict[str, str], tmp_path: Path) -> None:
