@@ -208,6 +208,12 @@ def forks_ranks(workload: str, method: str, device: str) -> bool:
     return methods.get(method).baseline_method != method
 
 
+def launch(configs: list[RunConfig]) -> None:
+    """Start importing, without waiting, the interpreters these cases will fork from
+    (:func:`parabench.core.prestart.launch`; nothing outside ``prestarted()``)."""
+    prestart.launch(*(worker_env(c) for c in configs if forks(c.workload, c.method)))
+
+
 def prepare(configs: list[RunConfig]) -> None:
     """Pre-start the interpreters these cases will fork from (:mod:`parabench.core.prestart`;
     nothing outside ``prestarted()``)."""

@@ -15,8 +15,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from parabench.case.result import Result, read_results
@@ -303,13 +305,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(grid, args)
     check_external_engines(grid.options)  # nothing answers: exit 2 in seconds, not minutes
-    cases = plan(grid)
-    preflight.check_runnable(cases)  # all before the first case starts
-    executor = executor_from(args, cases)
-    baselines = earlier_baselines(args.out)
-    tensorboard = tensorboard_log(args.tensorboard, args.out)
-    results = run_grid(grid, out=args.out, resume=args.resume, on_result=tensorboard,
-                       executor=executor)
+    with servers_started_early(args, grid):
+        cases = plan(grid)
+        preflight.check_runnable(cases)  # all before the first case starts
+        executor = executor_from(args, cases)
+        baselines = earlier_baselines(args.out)
+        tensorboard = tensorboard_log(args.tensorboard, args.out)
+        results = run_grid(grid, out=args.out, resume=args.resume, on_result=tensorboard,
+                           executor=executor)
     print(format_table(summarize(results, baselines), wide=args.wide, width=terminal_width()))
     if wall := wall_lines(results):  # where the time went
         print("\n" + "\n".join(wrap_lines(wall)))
@@ -327,6 +330,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bad_input:
         return EXIT_USAGE
     return EXIT_FAILED if any(r.status in FAILED_STATUSES for r in results) else EXIT_OK
+
+
+@contextmanager
+def servers_started_early(args: argparse.Namespace, grid: Any) -> Iterator[None]:
+    """A local run's pre-start servers (:mod:`parabench.core.prestart`), for its CPU cases,
+    start importing torch before the sweep is planned: planning probes the devices, which
+    imports torch in this process too, so the two imports run side by side instead of one
+    after the other. The sweep then forks its cases from these servers; all end with the
+    block."""
+    from parabench.case.isolate import launch
+    from parabench.core.prestart import prestarted
+    from parabench.sweep.plan import plan
+
+    with prestarted():
+        devices = ["cpu"] if grid.devices is None else [d for d in grid.devices if d == "cpu"]
+        if args.executor == "local" and not args.resume and devices:
+            cpu = plan(dataclasses.replace(grid, devices=devices))  # no device probe
+            launch([c.config for c in cpu if c.skip_reason is None and c.config.device == "cpu"])
+        yield
 
 
 def dry_run(grid: Any, args: argparse.Namespace) -> int:

@@ -215,8 +215,12 @@ def enabled() -> bool:
 @contextmanager
 def prestarted() -> Iterator[None]:
     """Within this block :func:`start_process` forks from pre-started servers; all of them
-    end with it (on any exit)."""
+    end with it (on any exit). Inside another such block it shares that one's servers (a CLI
+    run starts them before its sweep opens its own block: :func:`launch`)."""
     global _servers
+    if _servers is not None:
+        yield
+        return
     outer, _servers = _servers, ({} if enabled() else None)
     try:
         yield
@@ -257,6 +261,14 @@ def _server_for(env: Mapping[str, str]) -> Server | None:
         del _servers[import_key(env)]
         return None
     return server
+
+
+def launch(*envs: Mapping[str, str]) -> None:
+    """Start now, without waiting, the servers of these environments (inside
+    :func:`prestarted`; nothing outside it): they import while the caller goes on, e.g. while
+    a CLI run plans its sweep and probes its devices, which imports torch too."""
+    if _servers is not None:
+        _launch(list(envs))
 
 
 def prepare(*envs: Mapping[str, str]) -> None:
