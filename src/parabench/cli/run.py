@@ -341,13 +341,17 @@ def servers_started_early(args: argparse.Namespace, grid: Any) -> Iterator[None]
     block."""
     from parabench.case.isolate import launch
     from parabench.core.prestart import prestarted
-    from parabench.sweep.plan import plan
+    from parabench.sweep.plan import plan, product_configs
 
     with prestarted():
         devices = ["cpu"] if grid.devices is None else [d for d in grid.devices if d == "cpu"]
         if args.executor == "local" and not args.resume and devices:
-            cpu = plan(dataclasses.replace(grid, devices=devices))  # no device probe
-            launch([c.config for c in cpu if c.skip_reason is None and c.config.device == "cpu"])
+            cpu = dataclasses.replace(grid, devices=devices)  # no device probe
+            # before the checks, some of which build a model (torch imported); the coverage
+            # grid's choice of cases rests on the checks, so its cases are checked first
+            configs = ([c.config for c in plan(cpu) if c.skip_reason is None] if grid.coverage
+                       else product_configs(cpu))
+            launch([c for c in configs if c.device == "cpu"])
         yield
 
 

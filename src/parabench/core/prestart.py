@@ -273,13 +273,16 @@ def launch(*envs: Mapping[str, str]) -> None:
 
 def prepare(*envs: Mapping[str, str]) -> None:
     """Start now the servers the cases of these environments will fork from (inside
-    :func:`prestarted`; side by side, and waited for), so that their imports happen before
-    the cases are watched, not inside the first case's time."""
+    :func:`prestarted`; side by side), and wait for every server, those :func:`launch`
+    started too: their imports happen before the cases are watched, not inside one's time."""
     if _servers is None:
         return
     _launch(list(envs))
-    for env in envs:
-        _server_for(env)
+    for key, server in list(_servers.items()):
+        try:
+            server.ready()
+        except PrestartError:
+            del _servers[key]
 
 
 def start_process(module: str, args: list[str], *, env: Mapping[str, str], stdout: Path,

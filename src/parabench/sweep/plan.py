@@ -57,13 +57,23 @@ from parabench.sweep.grid import (
 )
 
 __all__ = ["BenchCase", "Case", "Grid", "bench_cases", "case_markers", "option_sets", "plan",
-           "skip_reason", "stopping_rule", "with_ratio_baselines"]
+           "product_configs", "skip_reason", "stopping_rule", "with_ratio_baselines"]
 
 
 def plan(grid: Grid) -> list[Case]:
     """Every case of the grid, in a stable order; names are checked before anything runs."""
     if grid.coverage:
         return coverage(grid)
+    cores = grid.cores or available_cores()
+    cases = [Case(config=config,
+                  skip_reason=skip_reason(config, oversubscribe=grid.oversubscribe, cores=cores))
+             for config in product_configs(grid)]
+    return with_ratio_baselines(cases, grid, cores)
+
+
+def product_configs(grid: Grid) -> list[RunConfig]:
+    """The configs :func:`plan` judges (not for a coverage grid), in its order, before any
+    check: nothing is probed or built but the devices where ``grid.devices`` is None."""
     wl_names = list(grid.workloads or workloads.names())
     m_names = list(grid.methods or methods.names())
     for name in m_names:
@@ -72,22 +82,17 @@ def plan(grid: Grid) -> list[Case]:
         workloads.get(name)
     m_names.sort(key=lambda name: not is_baseline(name))
     cores = grid.cores or available_cores()
-    cases: list[Case] = []
+    configs: list[RunConfig] = []
     axes = itertools.product(wl_names, m_names, grid.devices or default_devices(),
                              grid.batch_sizes, option_sets(grid.options))
     for wl_name, m_name, device, batch, options in axes:
         counts = list(grid.workers or methods.get(m_name).default_workers(cores))
         if is_baseline(m_name):  # the baseline runs as itself whatever workers are swept
             counts = [1]
-        for workers, repeat in itertools.product(counts, range(grid.repeats)):
-            config = grid.config(workload=wl_name, method=m_name, device=device,
-                                 workers=workers, batch_size=batch, options=options,
-                                 repeat=repeat)
-            reason = skip_reason(config, oversubscribe=grid.oversubscribe, cores=cores)
-            cases.append(Case(config=config, skip_reason=reason))
-    return with_ratio_baselines(cases, grid, cores)
-
-
+        configs += [grid.config(workload=wl_name, method=m_name, device=device, workers=workers,
+                                batch_size=batch, options=options, repeat=repeat)
+                    for workers, repeat in itertools.product(counts, range(grid.repeats))]
+    return configs
 
 
 class BenchCase(NamedTuple):
