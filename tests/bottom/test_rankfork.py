@@ -44,6 +44,14 @@ CASE = textwrap.dedent("""
         torch.ones(500, 500) @ torch.ones(500, 500)   # the case runs OpenMP before its pool starts
         from parabench.core.pool import WorkerError, WorkerPool
 
+        if os.environ.get("KILL_ZYGOTE"):  # killed from outside while it waited
+            zygote = rankfork._zygote
+            os.kill(zygote.pid, signal.SIGKILL)
+            while psutil.Process(zygote.pid).status() != psutil.STATUS_ZOMBIE:
+                pass
+            if os.environ["KILL_ZYGOTE"] == "unseen":  # taken for alive: the fork itself fails
+                type(zygote).alive = lambda self: True
+
         out = {}
         with WorkerPool(2, program=Sum, threads=1, timeout_s=120, grace_s=1.0) as pool:
             out["forked"] = pool.forked
@@ -101,6 +109,18 @@ def test_without_the_listing_or_with_other_thread_settings_the_ranks_spawn(
     assert out["forked"] is False and out["listed"]["rank"] == []
     out = _run(tmp_path, **dict.fromkeys(THREAD_VARS, "2"))  # the copy imported with 2
     assert out["forked"] is False and out["listed"]["rank"] == []
+
+
+@pytest.mark.parametrize("death", ["seen", "unseen"])
+def test_a_zygote_killed_before_the_pool_starts_leaves_spawned_ranks(
+        tmp_path: Path, death: str) -> None:
+    """A zygote that died while it waited (seen dead when the pool takes it, or only when the
+    first rank's fork fails) is not the case's end: the ranks spawn and the pool works."""
+    out = _run(tmp_path, KILL_ZYGOTE=death)
+    assert out["forked"] is False and out["listed"]["rank"] == []
+    assert [r["sum"] for r in out["replies"]] == [3.0, 3.0]
+    assert all(r["threads"] == 1 for r in out["replies"])
+    assert "rank 1 died (exit -9, SIGKILL)" in out["killed"]
 
 
 def test_the_listing_reads_back_what_was_recorded(tmp_path: Path) -> None:

@@ -176,9 +176,14 @@ class WorkerPool:
             with thread_env(self.threads), loopback_gloo():
                 for rank in range(self.world_size):
                     parent, child = ctx.Pipe(duplex=True)
+                    proc = None
                     if zygote is not None:  # a pre-started case: forked, torch imported
-                        proc = zygote.fork(_rank_main, (rank, spec), child)
-                    else:
+                        try:
+                            proc = zygote.fork(_rank_main, (rank, spec), child)
+                        except OSError:  # the zygote is gone: this rank and the rest spawn
+                            zygote.close()
+                            zygote = None
+                    if proc is None:
                         proc = ctx.Process(
                             target=_rank_main, args=(rank, spec, child),
                             name=f"parabench-rank{rank}", daemon=False,  # may own DataLoaders

@@ -30,7 +30,9 @@ a spawned rank holds its own copy of them (:class:`parabench.core.measure.TreeSa
 
 Only where nothing read at import differs from a spawned rank's: a torch process group
 (gloo), on the CPU (CUDA is initialised per process and is not forked here), the thread
-variables the case imported with equal to the ranks' own, and no per-rank environment.
+variables the case imported with equal to the ranks' own, and no per-rank environment. A
+zygote that died while it waited (killed from outside) is not the case's end: the pool finds
+it dead, or its first fork fails, and the ranks left to start spawn.
 """
 
 from __future__ import annotations
@@ -164,6 +166,13 @@ class Zygote:
         record(self.listing, "rank", pid)
         return ForkedRank(pid)
 
+    def alive(self) -> bool:
+        """Whether the zygote still runs (one that ended is reaped here)."""
+        try:
+            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
     def close(self) -> None:
         """The zygote exits (its end of the socket closes) and is reaped."""
         if self._sock.fileno() < 0:
@@ -267,4 +276,7 @@ def take(*, backend: str, device: str, threads: int, rank_env: tuple[Any, ...] =
     if any(zygote.environ.get(var) != str(threads) for var in THREAD_VARS):
         return None
     _zygote = None
+    if not zygote.alive():  # it died while it waited (killed from outside): ranks spawn
+        zygote.close()
+        return None
     return zygote
