@@ -264,8 +264,7 @@ class CaseLifecycle:
                     if stats.seconds:
                         rates.append(stats.samples / stats.seconds)
             assert rate.span is not None
-            blocks.append(TimedPart(None, (rate.cores or 0.0) * (rate.span[1] - rate.span[0]),
-                                    rate.span))
+            blocks.append(TimedPart(None, rate.cpu_s, rate.span))
         if why == "budget":
             say(f"speed: stopped after {taken} windows ({spent:.1f}s budget spent)")
         if blocks:

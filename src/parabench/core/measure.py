@@ -208,11 +208,12 @@ def tree_cpu_seconds(pid: int) -> float:
 class CpuRate:
     """``with CpuRate(pid) as rate: ...``; then ``rate.cores``: the CPU seconds the tree of
     ``pid`` used per wall second inside the block (None: no wall time), the cores it really
-    kept busy (a "parallel" case near 1.0 ran serially), and ``rate.span``: [start, end] of
-    the block on the host clock (:func:`parabench.core.clock.now`, shared by every process)."""
+    kept busy (a "parallel" case near 1.0 ran serially), ``rate.cpu_s``: those CPU seconds,
+    and ``rate.span``: [start, end] of the block on the host clock
+    (:func:`parabench.core.clock.now`, shared by every process)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.cores = pid, None
+        self.pid, self.cores, self.cpu_s = pid, None, 0.0
         self.span: list[float] | None = None
         self._cpu0, self._watch = 0.0, Stopwatch()
 
@@ -222,7 +223,7 @@ class CpuRate:
 
     def __exit__(self, *exc: object) -> None:
         wall = self._watch.seconds()
-        cpu = tree_cpu_seconds(self.pid) - self._cpu0
+        self.cpu_s = cpu = tree_cpu_seconds(self.pid) - self._cpu0
         self.cores = round(cpu / wall, 3) if wall > 0 else None
         self.span = [self._watch.t0, self._watch.t0 + wall]
 
