@@ -107,6 +107,19 @@ def test_a_server_ends_with_its_input_without_the_interpreter_s_teardown(
     assert not marker.exists()  # the handler of a normal exit did not run
 
 
+def test_a_server_launched_early_and_never_used_is_ended_at_once(
+        probe_env: dict[str, str]) -> None:
+    """A run that stops before its cases (a usage error after planning) does not wait for the
+    servers it launched to finish importing: one still importing is killed; one launched but
+    never used is not waited for by an empty prepare."""
+    with prestart.prestarted():
+        prestart.launch(probe_env)
+        prestart.prepare()  # no cases: nothing to wait for
+        server = next(iter((prestart._servers or {}).values()))
+        assert server.import_s is None
+    assert server.proc.returncode == -signal.SIGKILL
+
+
 @pytest.mark.slow
 def test_a_killed_case_reads_as_killed_and_outside_a_sweep_cases_start_plainly(
         probe_env: dict[str, str], tmp_path: Path) -> None:

@@ -164,6 +164,10 @@ class Server:
         return self.exited.pop(pid)
 
     def close(self) -> None:
+        """End the server: at the end of its input once it has served, at once while it still
+        imports (nothing was forked from it: a run that stops before its cases)."""
+        if self.import_s is None:
+            self.proc.kill()
         if self.proc.stdin is not None:
             try:
                 self.proc.stdin.close()
@@ -275,7 +279,7 @@ def prepare(*envs: Mapping[str, str]) -> None:
     """Start now the servers the cases of these environments will fork from (inside
     :func:`prestarted`; side by side), and wait for every server, those :func:`launch`
     started too: their imports happen before the cases are watched, not inside one's time."""
-    if _servers is None:
+    if _servers is None or not envs:
         return
     _launch(list(envs))
     for key, server in list(_servers.items()):
