@@ -23,6 +23,12 @@ the runner (``PR_SET_PDEATHSIG``, and an end of its request pipe) and the case d
 server (``PARABENCH_RUNNER_PID`` names the server to the case's own watchdog). With the
 ``prestart`` extra (setproctitle) the case shows its own command line in ps.
 
+A CLI run opens the block before it plans its sweep and :func:`launch`\ es the servers its CPU
+cases will fork from, so their imports run beside the planning's own (probing the devices
+imports torch in the runner); :func:`prepare` waits for every server before the first case,
+so none imports while a case is timed. A server ends without the interpreter's teardown
+(about 1 s with torch loaded); one that never got ready is killed.
+
 On by default (``PARABENCH_PRESTART=0`` starts every case plainly), for the cases that train
 with torch (:func:`parabench.case.isolate.trains_torch`; a forest, Spark or TensorFlow case
 starts plainly). A forked case's memory reads as a fresh process's:
