@@ -109,15 +109,20 @@ def test_a_server_ends_with_its_input_without_the_interpreter_s_teardown(
 
 def test_a_server_launched_early_and_never_used_is_ended_at_once(
         probe_env: dict[str, str]) -> None:
-    """A run that stops before its cases (a usage error after planning) does not wait for the
-    servers it launched to finish importing: one still importing is killed; one launched but
-    never used is not waited for by an empty prepare."""
+    """A server launched on a guess that no case of the sweep needs is killed while it still
+    imports (none imports while a case is timed), and so is one still importing when the run
+    stops before its cases (a usage error after planning): neither is waited for."""
+    unneeded = {**probe_env, **dict.fromkeys(THREAD_VARS, "2")}
+    with prestart.prestarted():
+        prestart.launch(unneeded, probe_env)
+        guess, used = (prestart._servers or {}).values()
+        prestart.prepare(probe_env)  # the sweep's cases need only this one
+        assert guess.proc.returncode == -signal.SIGKILL and used.import_s is not None
+        assert list((prestart._servers or {}).values()) == [used]
     with prestart.prestarted():
         prestart.launch(probe_env)
-        prestart.prepare()  # no cases: nothing to wait for
-        server = next(iter((prestart._servers or {}).values()))
-        assert server.import_s is None
-    assert server.proc.returncode == -signal.SIGKILL
+        stopped = next(iter((prestart._servers or {}).values()))
+    assert stopped.proc.returncode == -signal.SIGKILL  # ended at the block's end, not awaited
 
 
 @pytest.mark.slow

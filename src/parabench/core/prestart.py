@@ -23,11 +23,12 @@ the runner (``PR_SET_PDEATHSIG``, and an end of its request pipe) and the case d
 server (``PARABENCH_RUNNER_PID`` names the server to the case's own watchdog). With the
 ``prestart`` extra (setproctitle) the case shows its own command line in ps.
 
-A CLI run opens the block before it plans its sweep and :func:`launch`\ es the servers its CPU
-cases will fork from, so their imports run beside the planning's own (probing the devices
-imports torch in the runner); :func:`prepare` waits for every server before the first case,
-so none imports while a case is timed. A server ends without the interpreter's teardown
-(about 1 s with torch loaded); one that never got ready is killed.
+A CLI run opens the block before it plans its sweep and starts (:func:`launch`) the servers its
+CPU cases will fork from, so their imports run beside the planning's own (probing the devices
+imports torch in the runner); before the first case, :func:`prepare` waits for those the cases
+need and ends any other still importing, so none imports while a case is timed. A server
+ends without the interpreter's teardown (about 1 s with torch loaded); one that never got
+ready is killed.
 
 On by default (``PARABENCH_PRESTART=0`` starts every case plainly), for the cases that train
 with torch (:func:`parabench.case.isolate.trains_torch`; a forest, Spark or TensorFlow case
@@ -283,12 +284,18 @@ def launch(*envs: Mapping[str, str]) -> None:
 
 def prepare(*envs: Mapping[str, str]) -> None:
     """Start now the servers the cases of these environments will fork from (inside
-    :func:`prestarted`; side by side), and wait for every server, those :func:`launch`
-    started too: their imports happen before the cases are watched, not inside one's time."""
-    if _servers is None or not envs:
+    :func:`prestarted`; side by side) and wait for them, so that their imports happen before
+    the cases are watched, not inside one's time. A server :func:`launch` started for none
+    of them that is not ready yet is ended, so that none imports while a case is timed."""
+    if _servers is None:
         return
     _launch(list(envs))
+    needed = {import_key(env) for env in envs}
     for key, server in list(_servers.items()):
+        if key not in needed and server.import_s is None:
+            server.close()  # killed: nothing was forked from it
+            del _servers[key]
+            continue
         try:
             server.ready()
         except PrestartError:
