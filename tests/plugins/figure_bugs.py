@@ -85,7 +85,7 @@ class _OwnCpuRate(lifecycle.CpuRate):
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         if "onecpu" in PLANTED and self.span:
-            own = _rusage_cpu_s(resource.RUSAGE_SELF) - self._own0
+            self.cpu_s = own = _rusage_cpu_s(resource.RUSAGE_SELF) - self._own0
             self.cores = round(own / (self.span[1] - self.span[0]), 3)
 
 
