@@ -108,7 +108,11 @@ def test_planted_waits_land_in_their_own_part_and_the_parts_add_up(tmp_path: Pat
     assert close["wall_parts"]["close"] >= PLANT_S > serial["wall_parts"]["close"] + PLANT_S / 2
     # not where the close's wait went
     assert close["wall_parts"]["exit"] < serial["wall_parts"]["exit"] + PLANT_S / 2
-    assert evals["wall_parts"]["evaluate"] >= serial["wall_parts"]["evaluate"] + 0.9 * EVAL_PLANT_S
+    # the evaluation's sleep (one evaluation: --epochs 1, no target) is in ``evaluate`` and in
+    # no other part; not read against serial's own evaluation, whose seconds vary by tens of ms
+    assert evals["wall_parts"]["evaluate"] >= EVAL_PLANT_S > serial["wall_parts"]["evaluate"]
+    for part in ("bookkeeping", "exit", "close"):
+        assert evals["wall_parts"][part] < serial["wall_parts"][part] + EVAL_PLANT_S / 2, part
     # the CLI's line sums the rows' wall times
     line = " ".join(proc.stdout.split())
     total = float(re.search(r"where the 4 case\(s\)' ([0-9.]+) s went", line).group(1))
