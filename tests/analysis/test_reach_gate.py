@@ -131,14 +131,15 @@ def test_a_held_tracker_keeps_the_first_crossing_and_stops_after_the_budget() ->
     assert out["best_quality"] == 0.95 and out["stopped_early"]
 
 
-def test_a_held_run_is_evaluated_at_epoch_ends_only_once_past_the_target() -> None:
-    """Past the target nothing but the epoch's end is judged: the mid-epoch evaluations are
-    skipped (their samples still counted), and so are their progress lines."""
+def test_a_held_run_is_evaluated_at_the_hold_s_end_only_once_past_the_target() -> None:
+    """Past the target nothing but the last held epoch's end is judged: the evaluations
+    between are skipped (their samples still counted, their epochs' quality None), and so are
+    their progress lines."""
     from types import SimpleNamespace
 
     from parabench.method import EpochStats
 
-    curve = iter([0.5, 0.95, 0.8, 0.85, 0.87])  # reached at epoch 1, part 2 of 4
+    curve = iter([0.5, 0.95, 0.85, 0.87])  # reached at epoch 1, part 2 of 4
     calls: list[float] = []
 
     def evaluate() -> float:
@@ -153,12 +154,12 @@ def test_a_held_run_is_evaluated_at_epoch_ends_only_once_past_the_target() -> No
             stops.append(tracker.after_part(session, EpochStats(seconds=1.0, loss=0.1,
                                                                 samples=100), epoch, part, 4))
             lines.append(tracker.status_line())
-    assert len(calls) == 4  # parts 1, 2 and the two epoch ends; not the 4 parts after them
+    assert len(calls) == 3  # parts 1, 2 and the hold's end; not the 5 parts between
     assert stops == [False] * 7 + [True]
-    assert [bool(line) for line in lines] == [True, True, False, True, False, False, False,
-                                              True]
+    assert [bool(line) for line in lines] == [True, True] + [False] * 5 + [True]
     out = tracker.summary([4.0, 4.0], 1.0, 10)
     assert out["samples_to_target"] == 200 and out["converged_quality"] == 0.85
+    assert tracker.qualities == [None, 0.85] and out["eval_samples"] == [100, 200, 800]
     assert tracker.samples == 800 and tracker.train_s == 8.0  # every part's, evaluated or not
     assert "at epoch 2 part 4/4 (800 samples" in lines[-1]
 

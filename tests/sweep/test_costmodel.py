@@ -153,12 +153,20 @@ def test_the_counts_follow_the_evaluation_rules() -> None:
     mid = dataclasses.replace(to_target, mid_from=1)
     assert counts(mid, 1.75, 8) == (1.75, 7)  # epoch 1 at its end only
     assert counts(to_target, None, 8) == (10.0, 80)  # never reached: every part of every epoch
-    held = dataclasses.replace(to_target, hold=8)  # fedavg 2x1 in the main job: 10 evaluations
-    assert counts(held, 1.5, 2) == (8.0, 10)
-    assert counts(held, 2.0, 1) == (8.0, 8)
-    crossing = dataclasses.replace(mid, crossing=True)  # ddp at serial's crossing: 2, not 7
-    assert counts(crossing, 1.75, 8) == (1.75, 2)
-    assert counts(crossing, 3.0, 8) == (3.0, 3)  # crossing at an epoch's end: that end
+    held = dataclasses.replace(to_target, hold=8)  # fedavg: to its target, then the hold's end
+    assert counts(held, 1.5, 2) == (8.0, 2 + 1 + 1)
+    assert counts(held, 2.0, 1) == (8.0, 3)
+    assert counts(held, 8.0, 1) == (8.0, 8)  # reached at the hold's end: nothing held
+    crossing = dataclasses.replace(mid, crossing=True)  # ddp at serial's crossing: 1, not 7
+    assert counts(crossing, 1.75, 8) == (1.75, 1)
+    assert counts(crossing, 3.0, 8) == (3.0, 1)
+    # a row recorded before (no evals_sparse): every held epoch's end, the crossing's epochs'
+    old_held, old_crossing = (dataclasses.replace(p, sparse=False) for p in (held, crossing))
+    assert counts(old_held, 1.5, 2) == (8.0, 10)  # fedavg 2x1 in the main job: 10 evaluations
+    assert counts(old_held, 2.0, 1) == (8.0, 8)
+    assert counts(old_crossing, 1.75, 8) == (1.75, 2)
+    assert counts(old_crossing, 3.0, 8) == (3.0, 3)  # crossing at an epoch's end: that end
+    assert row_plan(row()).sparse is False and row_plan(row(evals_sparse=True)).sparse
 
 
 def test_the_main_jobs_rows_reproduce_what_it_recorded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -283,7 +283,7 @@ class CaseLifecycle:
                       say: Say | None = None) -> tuple[float | None, float]:
         """(quality, eval_s): the tracker's last evaluation if it made one, else evaluate;
         then the session keeps the weights scored (``Session.keep_final_weights``)."""
-        if tracker is not None and tracker.eval_s:  # the last epoch's evaluation is final
+        if tracker is not None and tracker.eval_s and tracker.evaluated:  # the last part's
             final = tracker.last_quality, tracker.eval_s[-1]
         else:
             (say or (lambda _msg: None))("evaluating")

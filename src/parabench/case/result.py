@@ -134,7 +134,8 @@ class Result:
     #: :mod:`parabench.case.peak`); None: not a torch case, no speed, or not measured
     mfu: float | None = None
     #: held-out quality after each epoch (its last evaluation; a last epoch cut short by time
-    #: to target: where it stopped), aligned with ``epoch_s`` (time-to-target mode only; every
+    #: to target: where it stopped; None: not evaluated, as before serial's crossing or while
+    #: held past the target), aligned with ``epoch_s`` (time-to-target mode only; every
     #: evaluation: ``time_to_target.eval_quality``)
     epoch_quality: list[float | None] = field(default_factory=list)
     #: time-to-target mode (see parabench.case.stopping and TimeToTarget)

@@ -25,7 +25,9 @@ whole steps for the torch sessions that train an epoch in parts
 fsdp_tp, pipeline, hybrid, pipeline_tp), one per round for fedavg, one per epoch for the
 others (TensorFlow's methods, the forests), which the result says (``evals_per_epoch``,
 ``resolution``). Epochs before the one at whose end serial's measured seeds first reached the
-target are evaluated at their ends only (:func:`mid_epoch_from`). The parts of an
+target are evaluated at their ends only (:func:`mid_epoch_from`); a method graded exactly
+only at serial's crossing in the sweep (``RunConfig.eval_from``), where it stops; a statistical
+method held past the target (:func:`hold_epochs`) only at the hold's end. The parts of an
 epoch train exactly its batches, in its order. It stops at the first evaluation whose quality
 reaches the target (``>=``, or ``<=`` for lower-is-better metrics such as reconstruction
 MSE), mid-epoch if that is where (the last epoch is then partial), or after ``--max-epochs``.

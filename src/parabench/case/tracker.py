@@ -85,15 +85,20 @@ class TargetTracker:
     def after_part(self, session: Session, stats: EpochStats, epoch: int, part: int,
                    parts: int) -> bool:
         """Evaluate once after part ``part`` of ``parts`` of ``epoch`` (0-based), which
-        trained ``stats`` (timed apart); True when training should stop here. A run held
-        past the target, the epochs before ``mid_from`` and the parts before serial's
-        crossing (``eval_from``) are evaluated at their epochs' ends only."""
-        ends_only = (self.reached_eval is not None or epoch < self.mid_from
-                     or self.samples + stats.samples < self.eval_from)
-        self.evaluated = not (ends_only and part < parts - 1)
+        trained ``stats`` (timed apart); True when training should stop here. The epochs
+        before ``mid_from`` are evaluated at their ends only; nothing before serial's crossing
+        (``eval_from``), and a run held past the target only at its last held epoch's end:
+        no verdict reads the evaluations between (the epoch's quality reads None there)."""
+        before_crossing = self.samples + stats.samples < self.eval_from
+        holding = (self.reached_eval is not None and self.hold_epochs is not None
+                   and epoch + 1 < self.hold_epochs)
+        ends_only = self.reached_eval is not None or epoch < self.mid_from
+        self.evaluated = not (before_crossing or holding or (ends_only and part < parts - 1))
         if not self.evaluated:
             self.samples += stats.samples
             self.train_s += stats.seconds
+            if part == parts - 1:
+                self.qualities.append(None)
             return False
         cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         value = session.evaluate()
@@ -215,7 +220,7 @@ def resolution(session: Session, parts: int, mid_from: int = 0, eval_from: int =
     :func:`~parabench.case.stopping.mid_epoch_from`; ``eval_from``:
     :attr:`TargetTracker.eval_from`)."""
     if parts > 1 and eval_from:
-        return (f"evaluated at the end of each epoch and at serial's crossing in this sweep "
+        return (f"evaluated once, at serial's crossing in this sweep "
                 f"({eval_from:,} samples; {parts} parts per epoch), where it stops: a method "
                 f"graded exactly trains serial's mathematics, so it is at the target there, "
                 f"and parity compares the two at the same samples")

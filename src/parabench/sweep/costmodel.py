@@ -32,7 +32,7 @@ method and worker count for a statistical method, its baseline's trajectory for 
 else :func:`parabench.sweep.dryrun.guess_epochs`'s; the evaluations from that: one at the end
 of each epoch before :func:`parabench.case.stopping.mid_epoch_from`, the recorded evaluations
 per epoch from there, a statistical method held past the target
-(:func:`parabench.case.stopping.hold_epochs`) evaluated at its epochs' ends; one in all
+(:func:`parabench.case.stopping.hold_epochs`) evaluated once more, at the hold's end; one in all
 outside time-to-target mode.
 
 A declared guess is scaled to this machine (:func:`machine_factors`): by the median ratio of
@@ -99,9 +99,10 @@ class Plan:
     mid_from: int = 0
     #: a statistical method trains to this epoch past the target
     hold: int | None = None
-    #: a method graded exactly stops at serial's crossing (``RunConfig.eval_from``): epochs'
-    #: ends before it, then one evaluation
+    #: a method graded exactly stops at serial's crossing (``RunConfig.eval_from``)
     crossing: bool = False
+    #: evaluations placed as today (:func:`counts`); False: a row recorded before
+    sparse: bool = True
     cores: int | None = None
     #: the declared guesses' figures (start-up, per epoch), for the back-off's last step
     declared: tuple[float, float] = (8.0, 5.0)
@@ -198,7 +199,8 @@ def row_plan(row: dict[str, Any]) -> Plan:
                 epochs=epochs, target=row.get("target"), seed=row.get("seed") or 0,
                 batch=row.get("batch"), math=tuple(row.get("math") or ()),
                 mid_from=row.get("mid_from") or 0, hold=row.get("held"),
-                crossing=bool(row.get("crossing")), cores=row.get("cores"),
+                crossing=bool(row.get("crossing")), sparse=bool(row.get("evals_sparse")),
+                cores=row.get("cores"),
                 reach_guess=reach, per_epoch_guess=per_epoch)
 
 
@@ -231,8 +233,10 @@ def machine_factors(rows: Iterable[dict[str, Any]], declared: Declared) -> dict[
 def counts(plan: Plan, reach: float | None, per_epoch: int) -> tuple[float, int]:
     """(epochs trained, evaluations) of ``plan`` reaching its target after ``reach`` epochs
     (fractional: between parts; None: it does not), ``per_epoch`` evaluations an epoch from
-    ``plan.mid_from``, one at each epoch's end before it and after the target when held; at
-    serial's crossing (``plan.crossing``), the epochs' ends before it and one there."""
+    ``plan.mid_from``, one at each epoch's end before it, and when held past the target one at
+    the hold's end; at serial's crossing (``plan.crossing``), one there (``plan.sparse``
+    False: as a row recorded before evaluated, held epochs' ends and epochs' ends before the
+    crossing too)."""
     if plan.target is None:
         return float(plan.epochs), 1
     cap, mid, parts = plan.epochs, plan.mid_from, max(1, per_epoch)
@@ -241,10 +245,12 @@ def counts(plan: Plan, reach: float | None, per_epoch: int) -> tuple[float, int]
     e = min(max(reach, 1e-9), cap)
     k = math.ceil(e) - 1  # the epoch (0-based) in which it is reached
     if plan.crossing:
-        return e, k + 1
+        return e, 1 if plan.sparse else k + 1
     before = min(mid, k) + max(0, k - mid) * parts
     at = 1 if k < mid else max(1, round((e - k) * parts))
     if plan.hold is not None and plan.hold > k + 1:
+        if plan.sparse:
+            return float(plan.hold), before + at + 1
         end = 1 if k >= mid and at < parts else 0  # the rest of that epoch: its end only
         return float(plan.hold), before + at + end + (plan.hold - k - 1)
     return e, before + at

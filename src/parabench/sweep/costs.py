@@ -96,6 +96,7 @@ def cost_row(r: Result) -> dict[str, Any] | None:
         "reach": (ttt.epochs_to_target if ttt is not None and ttt.reached else None),
         "held": ttt.converged_epochs if ttt is not None else None,
         "crossing": bool(config.get("eval_from")),
+        "evals_sparse": True,  # held epochs and epochs before a crossing not evaluated
         "windows": len(r.window_s),
         "window_rule": rule_id(r.window.target_s, r.window.asked) if r.window else None,
         # windows that were parts trained for quality (Method.windows_from_training)
