@@ -135,7 +135,7 @@ class RunConfig:
     windows: int | None = None
     #: time to target, a method graded exactly: the samples at which serial, run before it in
     #: this sweep, first reached the target (set by the sweep: parabench.sweep.run.crossing_hint);
-    #: the case evaluates epochs' ends before it and stops there. Not part of ``key``
+    #: the case is evaluated there only, and stops there. Not part of ``key``
     eval_from: int | None = None
 
     def __post_init__(self) -> None:

@@ -78,7 +78,7 @@ class TargetTracker:
     #: (:func:`~parabench.case.stopping.mid_epoch_from`)
     mid_from: int = 0
     #: serial's crossing in this sweep, for a method graded exactly (``RunConfig.eval_from``):
-    #: before it only epochs' ends are evaluated, and the first evaluation at or past it is
+    #: before it nothing is evaluated, and the first evaluation at or past it is
     #: the last (:attr:`past_crossing`); 0: none
     eval_from: int = 0
 
