@@ -103,6 +103,18 @@ def test_the_tracker_evaluates_serial_s_crossing_only_and_stops_there() -> None:
         tracker.resolution)
 
 
+def test_a_method_of_whole_epochs_is_evaluated_at_the_first_epoch_end_past_the_crossing(
+        ) -> None:
+    session = _Session(samples_per_epoch=800, config=SimpleNamespace(method="tf_mirrored"),
+                       workload=SimpleNamespace(epochs_improve=True), qualities=(0.995,))
+    tracker = TargetTracker(target=TARGET, higher_is_better=True, eval_from=1400)
+    stops = [tracker.after_part(session, EpochStats(seconds=0.1, loss=0.0, samples=800),
+                                epoch, 0, 1) for epoch in range(2)]
+    assert stops == [False, True] and session.evaluations == 1
+    assert [e[1] for e in tracker.evals] == [1600] and tracker.qualities == [None, 0.995]
+    assert "trains whole epochs here: the first epoch's end past it" in tracker.resolution
+
+
 def test_a_method_not_at_the_target_where_serial_was_stops_there_too() -> None:
     tracker = _track((0.6, 0.995))  # it would reach it later: another mathematics
     assert [e[1] for e in tracker.evals] == [1400] and tracker.stop

@@ -219,11 +219,12 @@ def resolution(session: Session, parts: int, mid_from: int = 0, eval_from: int =
     """How finely ``session`` resolves when the target was reached, in words (``mid_from``:
     :func:`~parabench.case.stopping.mid_epoch_from`; ``eval_from``:
     :attr:`TargetTracker.eval_from`)."""
-    if parts > 1 and eval_from:
-        return (f"evaluated once, at serial's crossing in this sweep "
-                f"({eval_from:,} samples; {parts} parts per epoch), where it stops: a method "
-                f"graded exactly trains serial's mathematics, so it is at the target there, "
-                f"and parity compares the two at the same samples")
+    if eval_from and session.workload.epochs_improve:
+        at = (f"{parts} parts per epoch" if parts > 1 else
+              f"{session.config.method} trains whole epochs here: the first epoch's end past it")
+        return (f"evaluated once, at serial's crossing in this sweep ({eval_from:,} samples; "
+                f"{at}), where it stops: a method graded exactly trains serial's mathematics, "
+                f"so it is at the target there, and parity compares the two at the same samples")
     if parts > 1 and mid_from:
         return (f"{parts} evaluations per epoch from epoch {mid_from + 1}, one at the end of "
                 f"each epoch before it (serial's measured seeds first reached the target at "

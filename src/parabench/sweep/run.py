@@ -120,7 +120,7 @@ def crossing_hint(config: RunConfig, baselines: Sequence[Result]) -> RunConfig:
     graded exactly and its baseline ran before it in this sweep (``baselines``, the newest
     first: the same device, training and target, none of :func:`work_options`) and reached
     the target. Such a method trains serial's mathematics, so it is at the target exactly
-    there: it skips the evaluations between the parts of an epoch before it and stops there,
+    there: it skips every evaluation before it and stops there,
     where parity compares it with serial at the same samples
     (:attr:`~parabench.case.tracker.TargetTracker.eval_from`). Else ``config`` unchanged."""
     if (config.target_quality is None or is_baseline(config.method)
