@@ -466,6 +466,32 @@ def test_a_killed_case_keeps_the_qualities_it_printed(tmp_path: Path) -> None:
     assert plain.time_to_target is None and plain.epoch_quality == []
 
 
+def test_a_killed_case_s_epochs_without_an_evaluation_read_none() -> None:
+    """Held past the target (fedavg) or graded at serial's crossing (ddp), a case evaluates
+    some epochs not at all: the salvaged qualities stay aligned with its epochs."""
+    from parabench.case.stopping import salvage
+
+    def lines(*evals: tuple[float, int, int, int]) -> list[str]:
+        tracker = TargetTracker(target=0.9, higher_is_better=True, hold_epochs=8)
+        out = []
+        for quality, epoch, part, parts in evals:
+            tracker.record(quality, epoch=epoch, part=part, parts=parts, samples=100,
+                           seconds=1.0)
+            out.append(tracker.status_line())
+        return out
+
+    held = RunConfig(workload="cnn", method="fedavg", workers=2, epochs=10, profile="tiny",
+                     target_quality=0.9)
+    # reached at epoch 2's end, killed in epoch 5 while held: epochs 3 and 4 not evaluated
+    out = salvage(held, lines((0.5, 0, 0, 1), (0.95, 1, 0, 1)), [1.0] * 4)
+    assert out["epoch_quality"] == [0.5, 0.95, None, None]
+    assert out["time_to_target"].reached and out["time_to_target"].converged_quality is None
+    exact = held.replace(method="ddp", eval_from=1_500)
+    # evaluated only at serial's crossing, in epoch 2; killed before the epoch's end
+    out = salvage(exact, lines((0.95, 1, 5, 8)), [1.0])
+    assert out["epoch_quality"] == [None, 0.95]
+
+
 def test_a_last_epoch_cut_short_is_no_steady_epoch() -> None:
     """Time to target stopped it between parts: its seconds are a part's, not an epoch's."""
     from dataclasses import replace

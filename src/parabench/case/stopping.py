@@ -160,11 +160,13 @@ def salvage(config: RunConfig, lines: list[str], epoch_s: list[float]) -> dict[s
     for line in lines:
         if not (m := QUALITY_LINE.match(line.strip())):
             continue
-        value = None if m.group(1) == "none" else float(m.group(1))
+        value, epoch = None if m.group(1) == "none" else float(m.group(1)), int(m.group(2)) - 1
         part, parts = (int(m.group(3)) - 1, int(m.group(4))) if m.group(3) else (0, 1)
-        tracker.record(value, epoch=int(m.group(2)) - 1, part=part, parts=parts,
+        tracker.unevaluated_to(epoch)  # epochs that printed no quality were not evaluated
+        tracker.record(value, epoch=epoch, part=part, parts=parts,
                        samples=int(m.group(5)) - tracker.samples,
                        seconds=float(m.group(6)) - tracker.train_s)
+    tracker.unevaluated_to(len(epoch_s))
     return {"epoch_quality": list(tracker.qualities),
             "time_to_target": TimeToTarget.from_dict(tracker.summary(epoch_s, None,
                                                                      config.epochs))}

@@ -98,7 +98,7 @@ class TargetTracker:
             self.samples += stats.samples
             self.train_s += stats.seconds
             if part == parts - 1:
-                self.qualities.append(None)
+                self.unevaluated_to(epoch + 1)
             return False
         cpu0, watch = tree_cpu_seconds(os.getpid()), Stopwatch()
         value = session.evaluate()
@@ -110,6 +110,10 @@ class TargetTracker:
         self.record(value, epoch=epoch, part=part, parts=parts, samples=stats.samples,
                     seconds=stats.seconds)
         return self.stop
+
+    def unevaluated_to(self, epochs: int) -> None:
+        """The epochs up to ``epochs`` (a count) that no evaluation ended read None."""
+        self.qualities += [None] * (epochs - len(self.qualities))
 
     def record(self, value: float | None, *, epoch: int, part: int, parts: int, samples: int,
                seconds: float) -> None:
