@@ -1,19 +1,28 @@
-"""How far a seed-paired quality verdict would see for the random forest: a measurement for #41.
+"""How far a seed-paired quality verdict would see: a measurement for #41 item 3.
 
 Usage::
 
-    python scripts/paired_spread.py --profile quick --seeds 10      # 20 fits of 100 trees
+    python scripts/paired_spread.py --profile quick --seeds 10      # the forest: 20 fits
     python scripts/paired_spread.py --profile tiny --seeds 10
+    python scripts/paired_spread.py --stores A.json B.json --workload cnn --profile quick \
+        [--epoch 5] [--last 3]                                       # two calibrations
 
 Today a statistical verdict compares one run with serial's at the same seed (the same data)
 but within a tolerance of serial's seed-to-seed spread, which also holds how much the data
 draw moves quality. Paired by seed, the tolerance would be the spread of the *difference*
-between two sound fits of the same data. This fits the workload's sklearn forest twice per
-data seed (``random_state`` = the seed, then the seed + 1000: another forest, the same data),
-and prints both spreads and the blind spot each would give: a verdict at 3 spreads flags 95 %
-of runs that lose ``3 sd + 1.645 sd'`` (sd' the spread of one run's gap to serial's: the paired
-difference's sd, or for today's unpaired rule sd x sqrt(1 + 1/N)). Nothing is written; it does
-not go through the harness (plain sklearn, one job), and the machine's load does not matter.
+between two sound runs of the same data. A verdict at 3 spreads flags 95 % of runs that lose
+``3 sd + 1.645 sd'`` (sd' the spread of one run's gap to serial's: the paired difference's sd,
+or for today's unpaired rule sd x sqrt(1 + 1/N)).
+
+The forest (``--profile``): the workload's sklearn forest fitted twice per data seed
+(``random_state`` = the seed, then the seed + 1000: another forest, the same data); plain
+sklearn, one job, nothing written.
+
+Two calibrations (``--stores``): ``parabench calibrate ... --targets A.json`` and the same with
+``--train-seed-offset K --targets B.json`` (each seed's data trained again from other initial
+weights and another sample order). The pairs are each seed's quality at ``--epoch`` (default:
+A's budget) in both, and each seed's mean over the ``--last`` K evaluated epochs up to it (one
+evaluation's bounce averaged away). Quality only: the machine's load does not matter.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+from pathlib import Path
 
 from parabench.analysis.ratios import POWER_Z, SPREAD_FACTOR
 from parabench.dataset import Dataset
@@ -36,11 +46,56 @@ def fit_accuracy(data: Dataset, trees: int, random_state: int) -> float:
     return float((model.predict(data.x_test) == data.y_test).mean())
 
 
+def blind_spots(firsts: list[float], diffs: list[float]) -> tuple[float, float, float, float]:
+    """(seed-to-seed sd, today's blind spot, paired-difference sd, a paired verdict's)."""
+    n = len(firsts)
+    unpaired, paired = statistics.stdev(firsts), statistics.stdev(diffs)
+    today = SPREAD_FACTOR * unpaired + POWER_Z * unpaired * math.sqrt(1 + 1 / n)
+    return unpaired, today, paired, (SPREAD_FACTOR + POWER_Z) * paired
+
+
+def from_stores(paths: list[str], workload: str, profile: str, epoch: int | None,
+                last: int) -> None:
+    """The paired spread of two calibrations of the same seeds (see the module doc)."""
+    from parabench.workloads.targetstore import read_store
+
+    a, b = (read_store(Path(p))[workload][profile][-1] for p in paths)
+    e = epoch or a["epochs"]
+    seeds = [s for s in a["seeds"] if s in b["seeds"]]
+    curve = {id(x): dict(zip(x["seeds"], x["curves_run"], strict=True)) for x in (a, b)}
+
+    def at(x: dict, s: int, k: int) -> float:
+        evaluated = [q for q in curve[id(x)][s][:e] if q is not None][-k:]
+        return statistics.fmean(evaluated)
+
+    print(f"{workload} {profile}: {len(seeds)} seeds, epoch {e}; training seeds +"
+          f"{a.get('train_seed_offset', 0)} (A) and +{b.get('train_seed_offset', 0)} (B)")
+    for s in seeds:
+        print(f"  seed {s}: {at(a, s, 1):.4f} / {at(b, s, 1):.4f} "
+              f"(difference {at(a, s, 1) - at(b, s, 1):+.4f}; mean of the last {last}: "
+              f"{at(a, s, last) - at(b, s, last):+.4f})")
+    for k in sorted({1, last}):
+        firsts = [at(a, s, k) for s in seeds]
+        sd, today, psd, paired = blind_spots(firsts, [at(a, s, k) - at(b, s, k) for s in seeds])
+        what = "epoch" if k == 1 else f"mean of the last {k} epochs"
+        print(f"  {what}: seed-to-seed sd {sd:.4f} (today's verdict blind below {today:.3f}); "
+              f"paired-difference sd {psd:.4f} (a paired verdict blind below {paired:.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="quick", choices=sorted(SIZES))
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--stores", nargs=2, metavar=("A", "B"), default=None)
+    parser.add_argument("--workload", default=None, help="with --stores")
+    parser.add_argument("--epoch", type=int, default=None, help="with --stores")
+    parser.add_argument("--last", type=int, default=3, help="with --stores")
     args = parser.parse_args()
+    if args.stores:
+        if not args.workload:
+            parser.error("--stores needs --workload")
+        from_stores(args.stores, args.workload, args.profile, args.epoch, args.last)
+        return
     samples, features, classes, trees = SIZES[args.profile]
     firsts, diffs, held_out = [], [], 0
     for seed in range(args.seeds):
@@ -51,10 +106,8 @@ def main() -> None:
         held_out = len(data.y_test)
         diffs.append(one - twin)
         print(f"seed {seed}: {one:.4f} / {twin:.4f} (difference {one - twin:+.4f})", flush=True)
-    unpaired, paired = statistics.stdev(firsts), statistics.stdev(diffs)
+    unpaired, blind_unpaired, paired, blind_paired = blind_spots(firsts, diffs)
     n = args.seeds
-    blind_unpaired = SPREAD_FACTOR * unpaired + POWER_Z * unpaired * math.sqrt(1 + 1 / n)
-    blind_paired = (SPREAD_FACTOR + POWER_Z) * paired
     print(f"random_forest {args.profile}: held-out rows {held_out:,}, {trees} trees, "
           f"{n} data seeds")
     print(f"  seed-to-seed sd {unpaired:.4f}: today's verdict is blind below {blind_unpaired:.3f}")

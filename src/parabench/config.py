@@ -120,6 +120,11 @@ class RunConfig:
     epochs: int = 3
     profile: str = "quick"
     seed: int = 0
+    #: the seed of the training's own randomness (the initial weights, each epoch's sample
+    #: order, fedavg's client split, a forest's random_state); None: ``seed``, which also
+    #: draws the data. Another train seed on the same data is another sound run of that data,
+    #: what ``parabench calibrate --train-seed-offset`` measures (read it as ``training_seed``)
+    train_seed: int | None = None
     repeat: int = 0
     timeout_s: float = 600.0
     options: dict[str, Any] = field(default_factory=dict)
@@ -154,6 +159,8 @@ class RunConfig:
             _require_int("batch_size", self.batch_size, 1)
         _require_int("epochs", self.epochs, 1)
         _require_int("seed", self.seed, 0)
+        if self.train_seed is not None:
+            _require_int("train_seed", self.train_seed, 0)
         if self.steps is not None:
             _require_int("steps", self.steps, 0)
         if self.windows is not None:
@@ -188,6 +195,11 @@ class RunConfig:
         object.__setattr__(
             self, "options", {k: v for k, v in sorted(self.options.items()) if v is not None}
         )
+
+    @property
+    def training_seed(self) -> int:
+        """The seed of the training's randomness: ``train_seed``, else ``seed``."""
+        return self.seed if self.train_seed is None else self.train_seed
 
     @property
     def threads(self) -> int:

@@ -5,7 +5,7 @@ Usage::
     cid = CaseId.of(config)             # a planned case; RunConfig.key() (--resume) is this
     cid = CaseId.recorded(result)       # a result: the threads and batch it really ran with
     key = cid.group                     # CaseKey: what repeats share (a table row, a ratio)
-    cid.work                            # group + epochs + seed: what `parabench compare` pairs
+    cid.work                            # group + epochs + seeds: what `parabench compare` pairs
     cid.history                         # what the dry run takes earlier wall times from
     cid.parity_slot                     # what parity's baseline result must share
     cid.baseline_slot("serial")         # what the planner's extra baseline runs share
@@ -17,11 +17,12 @@ Usage::
     key.scope                           # Scope('mlp', 'cpu', 'tiny'): what one answer is about
 
 A case is a workload trained by a method on a device by ``workers`` processes of ``threads``
-threads, at a batch size, profile, epochs, seed and repeat, with options and (time-to-target
-mode) a target quality: :class:`CaseId`. Every other key is a projection of it, named for its
-reader; none is spelled out anywhere else. Which options a baseline shares is not listed
-here either: it derives from the options' declarations (:class:`parabench.config.OptionSpec`
-``changes_math`` / ``equal_work``, declared by the methods and workloads that read them).
+threads, at a batch size, profile, epochs, seed (and train seed) and repeat, with options
+and (time-to-target mode) a target quality: :class:`CaseId`. Every other key is a projection
+of it, named for its reader; none is spelled out anywhere else. Which options a baseline
+shares is not listed here either: it derives from the options' declarations
+(:class:`parabench.config.OptionSpec` ``changes_math`` / ``equal_work``, declared by the
+methods and workloads that read them).
 
 The baseline rule lives here too: a method's baseline is its ``baseline_method`` (``serial``;
 ``tf_serial`` for TensorFlow's methods), a method is a baseline when it is its own, and
@@ -164,6 +165,12 @@ class CaseKey(NamedTuple):
                 and shared_options(self.options) == shared_options(other.options))
 
 
+def seed_label(seed: int, train_seed: int | None) -> str:
+    """`` seed=3`` / `` train_seed=1003`` as a label's tail: empty for seed 0's own training."""
+    return ("" if seed == 0 else f" seed={seed}") + (
+        "" if train_seed is None else f" train_seed={train_seed}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class CaseId:
     """The identity of one case (hashable): equal ids are the same case."""
@@ -180,6 +187,8 @@ class CaseId:
     repeat: int
     options: tuple[tuple[str, Any], ...] = ()
     target_quality: float | None = None
+    #: :attr:`parabench.config.RunConfig.train_seed` (None: the seed's own training)
+    train_seed: int | None = None
 
     @classmethod
     def of(cls, config: RunConfig) -> CaseId:
@@ -188,7 +197,7 @@ class CaseId:
                    workers=config.workers, threads=config.threads, batch=config.batch_size,
                    profile=config.profile, epochs=config.epochs, seed=config.seed,
                    repeat=config.repeat, options=tuple(sorted(config.options.items())),
-                   target_quality=config.target_quality)
+                   target_quality=config.target_quality, train_seed=config.train_seed)
 
     @classmethod
     def recorded(cls, r: Result) -> CaseId:
@@ -198,7 +207,8 @@ class CaseId:
                    threads=r.threads_per_worker, batch=r.batch_size, profile=r.profile,
                    epochs=r.epochs, seed=r.seed, repeat=r.repeat,
                    options=tuple(sorted((config.get("options") or {}).items())),
-                   target_quality=config.get("target_quality"))
+                   target_quality=config.get("target_quality"),
+                   train_seed=config.get("train_seed"))
 
     @property
     def scope(self) -> Scope:
@@ -211,13 +221,14 @@ class CaseId:
         opts = "".join(f" {k}={v}" for k, v in labelled_options(dict(self.options)))
         if self.target_quality is not None:
             opts += f" target={self.target_quality:g}"
+        if self.train_seed is not None:
+            opts += f" train_seed={self.train_seed}"
         return (f"{self.workload}/{self.method} {self.device} w={self.workers} "
                 f"t={self.threads} bs={bs}{opts} r{self.repeat}")
 
     def work_label(self) -> str:
         """The group's label with epochs (and a seed other than 0): what compare pairs."""
-        return self.group.label() + f" e={self.epochs}" + (
-            "" if self.seed == 0 else f" seed={self.seed}")
+        return self.group.label() + f" e={self.epochs}" + seed_label(self.seed, self.train_seed)
 
     @property
     def group(self) -> CaseKey:
@@ -229,7 +240,7 @@ class CaseId:
     @property
     def work(self) -> tuple[Any, ...]:
         """The group at its epochs and seed: the same work, paired by ``parabench compare``."""
-        return (*self.group, self.epochs, self.seed)
+        return (*self.group, self.epochs, self.seed, self.train_seed)
 
     @property
     def history(self) -> tuple[Any, ...]:
@@ -242,7 +253,8 @@ class CaseId:
         """What parity's baseline result shares with this one (method and device aside): the
         same training, workers and threads aside, and the options that change the math."""
         options = dict(self.options)
-        return (self.workload, self.profile, self.seed, self.epochs, str(self.batch),
+        return (self.workload, self.profile, self.seed, self.train_seed, self.epochs,
+                str(self.batch),
                 tuple((k, options.get(k)) for k in math_options()))
 
     def baseline_slot(self, method: str) -> tuple[Any, ...]:

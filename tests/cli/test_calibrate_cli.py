@@ -52,6 +52,14 @@ def test_calibrate_then_run_to_the_calibrated_target(tmp_path: Path) -> None:
     assert not (tmp_path / "T.json.partial.json").exists()  # the entry holds the seeds now
     assert not (cache / "targets.json").exists()  # --targets chose the store
 
+    paired = _parabench(["calibrate", "--workload", "tiny_logreg", "--profile", "tiny",
+                         "--seeds", "1", "--targets", "T1000.json", "--train-seed-offset",
+                         "1000"], cache, tmp_path)  # the same data, another training
+    assert paired.returncode == 0, paired.stdout + paired.stderr
+    (other,) = read_store(tmp_path / "T1000.json")["tiny_logreg"]["tiny"]
+    assert other["train_seed_offset"] == 1000 and "--train-seed-offset 1000" in other["command"]
+    assert "train_seed_offset" not in entry
+
     run = _parabench([*RUN, "--targets", "T.json", "--out", str(out)], cache, tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     results = {r.method: r for r in read_results(out) if r.workers == 2 or r.method == "serial"}

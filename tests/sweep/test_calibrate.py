@@ -188,6 +188,32 @@ def test_an_interrupted_calibration_keeps_its_seeds_and_resumes(tmp_path: Path) 
     assert any("ETA" in line for line in lines)
 
 
+def test_a_train_seed_offset_trains_seed_s_data_with_training_seed_s_plus_k(
+        tmp_path: Path) -> None:
+    from parabench.sweep.calibrate import _grid
+
+    partial = tmp_path / "T.json.partial.json"
+    ran: list[tuple[int, int | None]] = []
+
+    def fake(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
+             data_dir: str | None, device: str, train_seed: int | None) -> dict:
+        ran.append((seed, train_seed))
+        q = 0.8 + 0.01 * seed
+        return {"final": q, "curve": [q, q], "evals": [[100, q]], "samples_per_epoch": 100}
+
+    paired = measure("mlp", "tiny", [0, 1], 2, partial=partial, say=lambda _: None,
+                     run_seed=fake, train_offset=1000)
+    plain = measure("mlp", "tiny", [0, 1], 2, partial=partial, say=lambda _: None,
+                    run_seed=fake)  # another key: the offset's seeds are not resumed
+    assert ran == [(0, 1000), (1, 1001), (0, None), (1, None)]
+    assert paired["train_seed_offset"] == 1000 and "train_seed_offset" not in plain
+    assert partial_key("mlp", "tiny", None, "cpu", 2, 1000) != partial_key(
+        "mlp", "tiny", None, "cpu", 2)
+    config = _grid("mlp", "tiny", 3, 2, 60.0, None, "cpu", 1003).config(
+        workload="mlp", method="serial", device="cpu", workers=1)
+    assert (config.seed, config.train_seed, config.training_seed) == (3, 1003, 1003)
+
+
 # --- shipping a calibrated entry (scripts/quality_targets.py --from-store) ---------------------
 
 def test_the_script_ships_the_current_calibrated_entry_and_nothing_else(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ from parabench.analysis.levels import (
 from parabench.analysis.signflip import EXACT_MAX, TRIM
 from parabench.analysis.stats import ALPHA, p_text
 from parabench.case.result import FAILED_STATUSES, Result
-from parabench.identity import CaseId, CaseKey
+from parabench.identity import CaseId, CaseKey, seed_label
 from parabench.workloads.version import versions_differ
 
 EXIT_OK, EXIT_REGRESSED, EXIT_OTHER_MACHINE = 0, 1, 3
@@ -334,9 +334,9 @@ def changed_lines(cmp: Comparison) -> list[str]:
 
 
 def _case(key: tuple) -> str:
-    """A :attr:`~parabench.identity.CaseId.work` key's label: its group's, epochs, seed."""
-    *group, epochs, seed = key
-    return CaseKey(*group).label() + f" e={epochs}" + ("" if seed == 0 else f" seed={seed}")
+    """A :attr:`~parabench.identity.CaseId.work` key's label: its group's, epochs, seeds."""
+    *group, epochs, seed, train_seed = key
+    return CaseKey(*group).label() + f" e={epochs}" + seed_label(seed, train_seed)
 
 
 def _verdict_text(c: Change) -> str:

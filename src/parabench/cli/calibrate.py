@@ -4,6 +4,7 @@ Usage::
 
     parabench calibrate --workload cnn --profile tiny [--seeds 3] [--max-epochs 8]
                         [--data-dir DIR] [--device cpu] [--targets FILE] [--dry-run]
+                        [--train-seed-offset K]
 
 Runs serial once per seed (:mod:`parabench.sweep.calibrate`) and writes the entry (target,
 epoch budget from the curves' plateau, samples to the target per seed, the converged
@@ -13,6 +14,9 @@ data and device. ``parabench run --target-quality [--targets FILE]`` then uses i
 line per seed says its quality and an ETA; finished seeds are kept in ``FILE.partial.json``
 as they end, so Ctrl-C loses only the running seed and the same command resumes. After it, the
 power the chosen number of seeds gives. ``--dry-run`` estimates the cost and runs nothing.
+``--train-seed-offset K`` trains seed s's data with training seed s + K (other initial weights,
+sample order): a second store calibrated so beside one at offset 0 measures how far two sound
+runs of the same data differ (``scripts/paired_spread.py --stores A B``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the workload's own data (fingerprinted: an entry is for these files)")
     p.add_argument("--device", type=choice(DEVICES), default="cpu", help="default: cpu")
     p.add_argument("--timeout", type=float, default=1800.0, help="per seed, seconds")
+    p.add_argument("--train-seed-offset", type=positive_int, default=None, metavar="K",
+                   help="train seed s's data with training seed s + K (initial weights, "
+                        "sample order): beside a store at offset 0, the paired spread")
     add_targets_flag(p)
     p.add_argument("--dry-run", action="store_true",
                    help="estimate the cost from the dry run's cost model; run nothing")
@@ -136,7 +143,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"at most {args.max_epochs} epoch(s) each", flush=True)
     entry = measure(args.workload, args.profile, seeds, args.max_epochs,
                     timeout_s=args.timeout, data_dir=args.data_dir, device=args.device,
-                    partial=partial, say=lambda line: print(line, flush=True))
+                    partial=partial, say=lambda line: print(line, flush=True),
+                    train_offset=args.train_seed_offset or 0)
     entry.update(command=_command(args), date=date.today().isoformat(), machine=_machine())
     write_entry(store, args.workload, args.profile, entry)
     _forget_partial(partial, args, entry["max_epochs"])
@@ -154,6 +162,8 @@ def _command(args: argparse.Namespace) -> str:
     parts += [f"--data-dir {shlex.quote(args.data_dir)}"] if args.data_dir else []
     parts += [f"--device {args.device}"] if args.device != "cpu" else []
     parts += [f"--targets {shlex.quote(args.targets)}"] if args.targets else []
+    offset = args.train_seed_offset
+    parts += [f"--train-seed-offset {offset}"] if offset else []
     return " ".join(parts)
 
 
@@ -171,7 +181,7 @@ def _forget_partial(partial: Path, args: argparse.Namespace, epochs: int) -> Non
 
     everything = read_store(partial)
     everything.pop(partial_key(args.workload, args.profile, args.data_dir, args.device,
-                               epochs), None)
+                               epochs, args.train_seed_offset or 0), None)
     if everything:
         write_json(partial, {"about": "parabench calibrate: finished seeds",
                              "entries": everything})

@@ -107,7 +107,7 @@ class DaskThreadsSession(DaskForestSession):
         assert self.cluster is not None and self.cluster.client is not None
         client = self.cluster.client
         est = self.workload.build_estimator(
-            self.config.profile, self.config.seed, n_jobs=self.threads_per_worker
+            self.config.profile, self.config.training_seed, n_jobs=self.threads_per_worker
         )
         workers = sorted(client.nthreads())
         shares = slices(est.n_estimators, len(workers))

@@ -55,8 +55,8 @@ def is_random_forest(workload_name: str) -> bool:
 
 
 def forest_params(workload: EstimatorWorkload, config: RunConfig) -> ForestParams:
-    est = workload.build_estimator(config.profile, config.seed, n_jobs=1)
-    return ForestParams.from_sklearn(est, seed=config.seed)
+    est = workload.build_estimator(config.profile, config.training_seed, n_jobs=1)
+    return ForestParams.from_sklearn(est, seed=config.training_seed)
 
 
 def warm_up_prepared(kernel: Kernel, prepared: Prepared, params: ForestParams) -> None:

@@ -158,7 +158,7 @@ class Rank:
         self.workload = workloads.get(self.config.workload)
         self.data = self.workload.dataset(self.config)
         self.template = self.workload.build_estimator(
-            self.config.profile, self.config.seed, n_jobs=1
+            self.config.profile, self.config.training_seed, n_jobs=1
         )
         shares = slices(self.template.n_estimators, comm.size)
         self.share = shares[comm.rank] if comm.rank < len(shares) else None

@@ -67,7 +67,8 @@ class ForestSession(Session):
 
     def fit_in(self, backend: AbstractContextManager[Any], data: Dataset) -> Any:
         """Fit a fresh workload estimator with ``n_jobs`` under a joblib backend context."""
-        est = self.workload.build_estimator(self.config.profile, self.config.seed, self.n_jobs)
+        est = self.workload.build_estimator(self.config.profile, self.config.training_seed,
+                                            self.n_jobs)
         with backend:
             est.fit(data.x_train, data.y_train)
         return est

@@ -170,7 +170,8 @@ class SparkForestSession(ForestSession):
     def spark_estimator(self) -> Any:
         from pyspark.ml.classification import RandomForestClassifier
 
-        ref = self.workload.build_estimator(self.config.profile, self.config.seed, n_jobs=1)
+        ref = self.workload.build_estimator(self.config.profile, self.config.training_seed,
+                                            n_jobs=1)
         return RandomForestClassifier(
             numTrees=ref.n_estimators,
             maxDepth=min(ref.max_depth or SPARK_MAX_DEPTH, SPARK_MAX_DEPTH),
@@ -182,7 +183,7 @@ class SparkForestSession(ForestSession):
             bootstrap=bool(ref.bootstrap),
             subsamplingRate=1.0,
             cacheNodeIds=True,
-            seed=self.config.seed,
+            seed=self.config.training_seed,
         )
 
     @contextmanager

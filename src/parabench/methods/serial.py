@@ -33,7 +33,8 @@ class SerialEstimatorSession(ForestSession):
         return 1
 
     def fit(self, data: Dataset) -> Any:
-        est = self.workload.build_estimator(self.config.profile, self.config.seed, self.n_jobs)
+        est = self.workload.build_estimator(self.config.profile, self.config.training_seed,
+                                            self.n_jobs)
         est.fit(data.x_train, data.y_train)
         return est
 

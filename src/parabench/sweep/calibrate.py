@@ -82,10 +82,10 @@ def plateau_budget(curves: list[list[float | None]], higher_is_better: bool = Tr
 
 
 def partial_key(workload: str, profile: str, data_dir: str | None, device: str,
-                max_epochs: int) -> str:
+                max_epochs: int, train_offset: int = 0) -> str:
     """What a finished seed in the partial file was measured for."""
     return (f"{workload}|{profile}|{current_version(workload)}|{data_fingerprint(data_dir)}|"
-            f"{device}|{max_epochs}")
+            f"{device}|{max_epochs}" + (f"|train+{train_offset}" if train_offset else ""))
 
 
 def _epochs(workload: str, max_epochs: int) -> int:
@@ -95,22 +95,24 @@ def _epochs(workload: str, max_epochs: int) -> int:
 
 
 def _grid(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
-          data_dir: str | None, device: str) -> Grid:
+          data_dir: str | None, device: str, train_seed: int | None = None) -> Grid:
     """One seed's serial case: 1 worker, 1 thread, no windows, against an unreachable
-    target, so every part of every epoch is evaluated."""
+    target, so every part of every epoch is evaluated; ``train_seed`` None: the seed's own
+    training (RunConfig.train_seed)."""
     higher = workloads.get(workload).quality.higher_is_better
     return Grid(workloads=[workload], methods=["serial"], workers=[1], devices=[device],
-                threads_per_worker=1, profile=profile, seed=seed, timeout_s=timeout_s,
-                steps=0, options={"data_dir": [data_dir]} if data_dir else {},
+                threads_per_worker=1, profile=profile, seed=seed, train_seed=train_seed,
+                timeout_s=timeout_s, steps=0, options={"data_dir": [data_dir]} if data_dir else {},
                 stop=ToTarget(NEVER if higher else -NEVER, max_epochs=epochs))
 
 
 def _serial(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
-            data_dir: str | None, device: str) -> dict[str, Any]:
+            data_dir: str | None, device: str, train_seed: int | None = None
+            ) -> dict[str, Any]:
     """One seed's serial run (:func:`_grid`): its curve and evaluations."""
     with tempfile.TemporaryDirectory() as tmp:
         (result,) = run_grid(_grid(workload, profile, seed, epochs, timeout_s, data_dir,
-                                   device), out=Path(tmp) / "calibrate.jsonl")
+                                   device, train_seed), out=Path(tmp) / "calibrate.jsonl")
     if result.status != "ok" or result.quality is None or result.quality.value is None:
         raise RuntimeError(f"{workload}/{profile} seed {seed}: {result.status} "
                            f"{result.reason or ''}")
@@ -123,14 +125,17 @@ def _serial(workload: str, profile: str, seed: int, epochs: int, timeout_s: floa
 
 def measure(workload: str, profile: str, seeds: list[int], max_epochs: int = MAX_EPOCHS, *,
             timeout_s: float = 1800.0, data_dir: str | None = None, device: str = "cpu",
-            plateau: bool = True, partial: Path | None = None,
+            plateau: bool = True, partial: Path | None = None, train_offset: int = 0,
             say: Callable[[str], None] = print,
             run_seed: Callable[..., dict[str, Any]] = _serial) -> dict[str, Any]:
     """The entry of ``workload`` at ``profile`` (see the module's docstring); the finished
-    seeds kept in ``partial`` as each ends (a KeyboardInterrupt keeps them and says so)."""
+    seeds kept in ``partial`` as each ends (a KeyboardInterrupt keeps them and says so).
+    ``train_offset`` K > 0 trains seed s's data with training seed s + K (another sound run of
+    the same data: two stores, offset 0 and K, give the paired spread,
+    ``scripts/paired_spread.py``); the entry records it."""
     higher = workloads.get(workload).quality.higher_is_better
     epochs = _epochs(workload, max_epochs)
-    key = partial_key(workload, profile, data_dir, device, epochs)
+    key = partial_key(workload, profile, data_dir, device, epochs, train_offset)
     kept = read_store(partial).get(key, {}) if partial is not None else {}
     done = {int(s): r for s, r in kept.items() if int(s) in seeds}
     if done:
@@ -141,7 +146,7 @@ def measure(workload: str, profile: str, seeds: list[int], max_epochs: int = MAX
         for i, seed in enumerate(todo):
             watch = Stopwatch()
             done[seed] = run_seed(workload, profile, seed, epochs, timeout_s, data_dir,
-                                  device)
+                                  device, seed + train_offset if train_offset else None)
             took.append(watch.seconds())
             if partial is not None:
                 everything = read_store(partial)
@@ -160,6 +165,8 @@ def measure(workload: str, profile: str, seeds: list[int], max_epochs: int = MAX
     entry = summarize([done[s] for s in seeds], seeds, epochs, higher, plateau)
     entry.update(workload_version=current_version(workload),
                  data=data_fingerprint(data_dir), device=device)
+    if train_offset:
+        entry["train_seed_offset"] = train_offset
     return entry
 
 

@@ -52,6 +52,8 @@ class Grid:
     profile: str = "quick"
     repeats: int = 1
     seed: int = 0
+    #: RunConfig.train_seed of every case (None: the seed's own training)
+    train_seed: int | None = None
     timeout_s: float = 600.0
     threads_per_worker: int | None = None
     oversubscribe: bool = False
@@ -82,8 +84,8 @@ class Grid:
         return RunConfig(
             workload=workload, method=method, device=device, workers=workers,
             threads_per_worker=threads, batch_size=batch_size,
-            profile=self.profile, seed=self.seed, repeat=repeat, timeout_s=self.timeout_s,
-            options=options, steps=self.steps, windows=self.windows,
+            profile=self.profile, seed=self.seed, train_seed=self.train_seed, repeat=repeat,
+            timeout_s=self.timeout_s, options=options, steps=self.steps, windows=self.windows,
         ).with_stop(stop)
 
 

@@ -111,7 +111,7 @@ class TFProgram:
         self.replicas = self.strategy.num_replicas_in_sync
         import keras
 
-        keras.utils.set_random_seed(cfg.seed)  # the same initial weights in every worker
+        keras.utils.set_random_seed(cfg.training_seed)  # the same initial weights in every worker
         with self.strategy.scope():
             self.model = keras_model(workload, x.shape[1:], classes)
             self.optimizer = keras.optimizers.SGD(learning_rate=wl.lr, momentum=0.9)
@@ -189,7 +189,7 @@ class TFProgram:
         starts = range(0, self.n, self.batch_size)[:limit]
 
         def work() -> float:
-            order = epoch_order(self.n, self.config.seed, epoch).numpy()
+            order = epoch_order(self.n, self.config.training_seed, epoch).numpy()
             totals = []
             for start in starts:
                 batch = order[start : start + self.batch_size]

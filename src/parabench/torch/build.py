@@ -111,7 +111,7 @@ def make_loop(
         t.y,
         batch_size=batch_size,
         device=device,
-        seed=config.seed,
+        seed=config.training_seed,
         precision=config.option("precision"),
         num_workers=config.option("num_workers"),
         pin_memory=config.option("pin_memory"),
@@ -358,8 +358,8 @@ def _built(workload: TorchWorkload, config: RunConfig, device: torch.device, t: 
            place: Callable[[torch.nn.Module, TorchData], torch.nn.Module] | None,
            devices: list[torch.device] | None, knobs: bool) -> TorchCase:
     """:func:`build_case` once its tensors are loaded: the model, its FLOPs and batch."""
-    torch.manual_seed(config.seed)
-    model = workload.build_model(t.data, config.seed)
+    torch.manual_seed(config.training_seed)
+    model = workload.build_model(t.data, config.training_seed)
     if not on_host:
         model = model.to(device)
     if channels_last(config):  # before any wrapper or stage cut sees the parameters

@@ -190,7 +190,7 @@ class DataParallelProgram(ABC):
         """Epoch ``epoch``'s global sample order: serial's, whole epochs and parts alike."""
         from parabench.torch.loop import epoch_order
 
-        return epoch_order(self.n, self.config.seed, epoch)
+        return epoch_order(self.n, self.config.training_seed, epoch)
 
     def shard(self, epoch: int) -> torch.Tensor:
         return self.share(self.order(epoch))
@@ -255,7 +255,7 @@ class DataParallelProgram(ABC):
         no step is share-weighted)."""
         from parabench.torch.loop import window_order
 
-        order = window_order(self.n, self.config.seed, window, steps * self.batch_size)
+        order = window_order(self.n, self.config.training_seed, window, steps * self.batch_size)
         mine = self.share(order)
         return self._train(lambda: self.loop.train_epoch(-1, indices=mine), weighted=False)
 

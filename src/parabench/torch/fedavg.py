@@ -175,7 +175,8 @@ class FedAvgProgram:
         self.model = model = case.model
         self.batch_size, self.flops = case.batch_size, case.flops_per_sample
         case.reset_peaks()
-        shards = partition(case.data.data.y_train, clients=k, split=self.split, seed=cfg.seed)
+        shards = partition(case.data.data.y_train, clients=k, split=self.split,
+                           seed=cfg.training_seed)
         self.sizes = [len(s) for s in shards]
         per_rank = k // ctx.world_size
         mine = range(ctx.rank * per_rank, (ctx.rank + 1) * per_rank)
@@ -206,7 +207,7 @@ class FedAvgProgram:
         out = []
         for e in range(self.local_epochs):
             t = round_ * self.local_epochs + e
-            order = client_order(client.shard, seed=self.config.seed, client=client.index,
+            order = client_order(client.shard, seed=self.config.training_seed, client=client.index,
                                  local_epoch=t)
             out.append(self.loop.train_epoch(t, indices=order))
         return out

@@ -104,7 +104,7 @@ class LocalTorchSession(Session):
         """``steps`` global batches of :func:`~parabench.torch.loop.window_order`."""
         from parabench.torch.loop import window_order
 
-        order = window_order(len(self.case.data.x), self.config.seed, window,
+        order = window_order(len(self.case.data.x), self.config.training_seed, window,
                              steps * self.case.batch_size)
         return self.train(-1, order)
 

@@ -245,14 +245,14 @@ class PipelineProgram:
     def shard(self, epoch: int) -> torch.Tensor:
         from parabench.torch.loop import epoch_order
 
-        order = epoch_order(self.n, self.config.seed, epoch)
+        order = epoch_order(self.n, self.config.training_seed, epoch)
         return order[self.replica::self.layout.replicas]
 
     def _epoch(self, epoch: int, span: tuple[int, int] | None = None) -> int:
         from parabench.torch.loop import epoch_order
 
         first, last = span or (0, self.n)  # whole: at most n steps
-        order = epoch_order(self.n, self.config.seed, epoch)
+        order = epoch_order(self.n, self.config.training_seed, epoch)
         return self._run(order[first * self.batch_size:last * self.batch_size], epoch)
 
     def _run(self, order: torch.Tensor, epoch: int = -1) -> int:
@@ -323,7 +323,7 @@ class PipelineProgram:
         """``steps`` global batches of :func:`~parabench.torch.loop.window_order`."""
         from parabench.torch.loop import window_order
 
-        order = window_order(self.n, self.config.seed, window, steps * self.batch_size)
+        order = window_order(self.n, self.config.training_seed, window, steps * self.batch_size)
         return self._train(lambda: self._run(order))
 
     def _train(self, run: Callable[[], int]) -> EpochStats:
