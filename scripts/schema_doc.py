@@ -38,7 +38,8 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("Result", "batch_size"): "the global batch (an int; \"auto\" as requested is resolved)",
     ("Result", "epochs"): "epochs trained (time-to-target mode: the most tried)",
     ("Result", "profile"): "data size: tiny, quick or full",
-    ("Result", "seed"): "seed of data, initial weights and sample order",
+    ("Result", "seed"): ("seed of the data, and of the initial weights and sample order "
+                         "unless config.train_seed is set"),
     ("Result", "repeat"): "repeat index of the same case",
     ("Result", "status"): "ok, failed, timeout, oom or skipped",
     ("Result", "reason"): "why a case failed or was skipped, whole",
