@@ -263,13 +263,18 @@ def _server_for(env: Mapping[str, str]) -> Server | None:
     if _servers is None:
         return None
     _launch([env])
-    server = _servers.get(import_key(env))
+    return _ready(import_key(env))
+
+
+def _ready(key: tuple[tuple[str, str], ...]) -> Server | None:
+    """The server of ``key`` once its imports are done; one that failed them is dropped."""
+    server = None if _servers is None else _servers.get(key)
     if server is None:
         return None
     try:
         server.ready()
     except PrestartError:
-        del _servers[import_key(env)]
+        del _servers[key]
         return None
     return server
 
@@ -296,10 +301,7 @@ def prepare(*envs: Mapping[str, str]) -> None:
             server.close()  # killed: nothing was forked from it
             del _servers[key]
             continue
-        try:
-            server.ready()
-        except PrestartError:
-            del _servers[key]
+        _ready(key)
 
 
 def start_process(module: str, args: list[str], *, env: Mapping[str, str], stdout: Path,
