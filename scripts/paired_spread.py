@@ -7,12 +7,13 @@ Usage::
     python scripts/paired_spread.py --stores A.json B.json --workload cnn --profile quick \
         [--epoch 5] [--last 3]                                       # two calibrations
 
-Today a statistical verdict compares one run with serial's at the same seed (the same data)
-but within a tolerance of serial's seed-to-seed spread, which also holds how much the data
-draw moves quality. Paired by seed, the tolerance would be the spread of the *difference*
-between two sound runs of the same data. A verdict at 3 spreads flags 95 % of runs that lose
-``3 sd + 1.645 sd'`` (sd' the spread of one run's gap to serial's: the paired difference's sd,
-or for today's unpaired rule sd x sqrt(1 + 1/N)).
+Today a statistical verdict compares one run with serial's (the sweep's serial at the same
+seed, or the converged check's median over the calibrated seeds) within a tolerance of
+serial's seed-to-seed spread, which also holds how much the data draw moves quality. Paired
+by seed, the tolerance would be the spread of the *difference* between two sound runs of the
+same data. A verdict at 3 spreads flags 95 % of runs that lose ``3 sd + 1.645 sd'`` (sd' the
+spread of one run's gap to serial's: the paired difference's sd, or for today's unpaired rule
+sd x sqrt(1 + 1/N)).
 
 The forest (``--profile``): the workload's sklearn forest fitted twice per data seed
 (``random_state`` = the seed, then the seed + 1000: another forest, the same data); plain
@@ -20,9 +21,11 @@ sklearn, one job, nothing written.
 
 Two calibrations (``--stores``): ``parabench calibrate ... --targets A.json`` and the same with
 ``--train-seed-offset K --targets B.json`` (each seed's data trained again from other initial
-weights and another sample order). The pairs are each seed's quality at ``--epoch`` (default:
-A's budget) in both, and each seed's mean over the ``--last`` K evaluated epochs up to it (one
-evaluation's bounce averaged away). Quality only: the machine's load does not matter.
+weights and another sample order); either may be the shipped table (``quality_targets.json``),
+which pairs the same seeds measured on another machine. The pairs are each seed's quality at
+``--epoch`` (default: A's budget) in both, and each seed's mean over the ``--last`` K evaluated
+epochs up to it (one evaluation's bounce averaged away). Quality only: the machine's load does
+not matter.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def from_stores(paths: list[str], workload: str, profile: str, epoch: int | None
     """The paired spread of two calibrations of the same seeds (see the module doc)."""
     from parabench.workloads.targetstore import read_store
 
-    a, b = (read_store(Path(p))[workload][profile][-1] for p in paths)
+    found = [read_store(Path(p))[workload][profile] for p in paths]
+    a, b = (x[-1] if isinstance(x, list) else x for x in found)  # a store's, or the table's
     e = epoch or a["epochs"]
     seeds = [s for s in a["seeds"] if s in b["seeds"]]
     curve = {id(x): dict(zip(x["seeds"], x["curves_run"], strict=True)) for x in (a, b)}
