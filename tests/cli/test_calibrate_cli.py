@@ -101,3 +101,15 @@ def test_a_run_without_an_entry_names_the_calibrate_command_and_goes_on(
     assert ("parabench: no measured target for mlp at full; `parabench calibrate --workload "
             "mlp --profile full --seeds 3` measures one (about ") in out
     assert "this run trains mlp to the fallback target" in out and "Planned cases:" in out
+
+
+def test_an_offset_calibration_without_its_own_store_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from parabench.cli import main
+
+    monkeypatch.setenv("PARABENCH_CACHE_DIR", str(tmp_path))
+    assert main(["calibrate", "--workload", "mlp", "--profile", "tiny", "--seeds", "2",
+                 "--train-seed-offset", "1000"]) == 2
+    assert "give it its own --targets FILE" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing run, nothing written

@@ -132,6 +132,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     workloads.get(args.workload)  # an unknown name: exit 2, listing the valid ones
     if args.data_dir and not Path(args.data_dir).expanduser().exists():
         raise UsageError(f"--data-dir {args.data_dir} does not exist")
+    if args.train_seed_offset and not args.targets:
+        raise UsageError("--train-seed-offset measures a second calibration, to set beside one "
+                         "at offset 0: give it its own --targets FILE, so that it does not "
+                         "replace the entry in the user store")
     store = targets_path(args)
     seeds = list(range(args.seeds))
     if args.dry_run:
