@@ -66,11 +66,10 @@ def from_stores(paths: list[str], workload: str, profile: str, epoch: int | None
     a, b = (x[-1] if isinstance(x, list) else x for x in found)  # a store's, or the table's
     e = epoch or a["epochs"]
     seeds = [s for s in a["seeds"] if s in b["seeds"]]
-    curve = {id(x): dict(zip(x["seeds"], x["curves_run"], strict=True)) for x in (a, b)}
 
     def at(x: dict, s: int, k: int) -> float:
-        evaluated = [q for q in curve[id(x)][s][:e] if q is not None][-k:]
-        return statistics.fmean(evaluated)
+        curve = x["curves_run"][x["seeds"].index(s)]
+        return statistics.fmean([q for q in curve[:e] if q is not None][-k:])
 
     print(f"{workload} {profile}: {len(seeds)} seeds, epoch {e}; training seeds +"
           f"{a.get('train_seed_offset', 0)} (A) and +{b.get('train_seed_offset', 0)} (B)")
