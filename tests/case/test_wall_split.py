@@ -26,7 +26,7 @@ from sweepdata import case
 
 pytestmark = [pytest.mark.cpu]
 PLUGINS = Path(__file__).parents[1] / "plugins"
-PLANT_S, EVAL_PLANT_S = 0.8, 0.2  # wall_plants' (not imported here: it registers methods)
+PLANT_S, EVAL_PLANT_S = 0.8, 0.8  # wall_plants' (not imported here: it registers methods)
 
 
 def _stats(seconds: float) -> EpochStats:
