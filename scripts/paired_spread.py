@@ -6,6 +6,8 @@ Usage::
     python scripts/paired_spread.py --profile tiny --seeds 10
     python scripts/paired_spread.py --stores A.json B.json --workload cnn --profile quick \
         [--epoch 5] [--last 3]                                       # two calibrations
+    python scripts/paired_spread.py --stores A.json B.json --workload cnn --profile quick \
+        --epoch 5 --into src/parabench/workloads/quality_targets.json   # ship the pairing
 
 Today a statistical verdict compares one run with serial's (the sweep's serial at the same
 seed, or the converged check's median over the calibrated seeds) within a tolerance of
@@ -25,7 +27,12 @@ weights and another sample order); either may be the shipped table (``quality_ta
 which pairs the same seeds measured on another machine. The pairs are each seed's quality at
 ``--epoch`` (default: A's budget) in both, and each seed's mean over the ``--last`` K evaluated
 epochs up to it (one evaluation's bounce averaged away). Quality only: the machine's load does
-not matter.
+not matter. ``--into TABLE`` writes the pairing at ``--epoch`` into TABLE's entry for the
+workload and profile as its ``paired`` block (:func:`parabench.sweep.calibrate.paired_block`:
+B's qualities and the sd of A - B), so that verdicts judged against that entry are paired by
+seed (``parabench calibrate --paired`` measures the same in one store); the entry's budget
+must be ``--epoch``. Where TABLE's values are not A's (the shipped table, measured on another
+machine), the block's ``how`` says so.
 """
 
 from __future__ import annotations
@@ -85,6 +92,44 @@ def from_stores(paths: list[str], workload: str, profile: str, epoch: int | None
               f"paired-difference sd {psd:.4f} (a paired verdict blind below {paired:.3f})")
 
 
+def write_into(table: Path, paths: list[str], workload: str, profile: str,
+               epoch: int) -> dict:
+    """Put the pairing of the two stores at ``epoch`` into ``table``'s entry (see the module
+    doc); the block written."""
+    import json
+
+    from parabench.sweep.calibrate import paired_block
+    from parabench.workloads.targetstore import read_store
+
+    a, b = (_entry(read_store(Path(p)), workload, profile) for p in paths)
+    doc = json.loads(table.read_text())
+    target = _entry(doc["entries"], workload, profile)
+    if int(target["epochs"]) != epoch:
+        raise SystemExit(f"{table}: the {workload} {profile} entry's budget is "
+                         f"{target['epochs']} epoch(s), not --epoch {epoch}")
+    seeds = [s for s in a["seeds"] if s in b["seeds"]]
+    if seeds != list(target["seeds"]):
+        raise SystemExit(f"the stores pair seeds {seeds}; {table} has {target['seeds']}")
+    ours = {"epochs": epoch,
+            "values": [a["curves_run"][a["seeds"].index(s)][epoch - 1] for s in seeds]}
+    others = [{"curve": b["curves_run"][b["seeds"].index(s)]} for s in seeds]
+    offset = b.get("train_seed_offset", 0) - a.get("train_seed_offset", 0)
+    block = paired_block(ours, others, offset, by_curve=True)
+    block["how"] = (f"{block['how']}, between {Path(paths[0]).name} ({a['command']}) and "
+                    f"{Path(paths[1]).name} ({b['command']}) on "
+                    f"{(a.get('machine') or {}).get('cpu', 'an unrecorded machine')}, "
+                    f"{a['date']}; measured by scripts/paired_spread.py")
+    target["paired"] = block
+    table.write_text(json.dumps(doc, indent=1) + "\n")
+    return block
+
+
+def _entry(entries: dict, workload: str, profile: str) -> dict:
+    """A store's newest entry for workload and profile, or a table's one."""
+    found = entries[workload][profile]
+    return found[-1] if isinstance(found, list) else found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="quick", choices=sorted(SIZES))
@@ -93,11 +138,19 @@ def main() -> None:
     parser.add_argument("--workload", default=None, help="with --stores")
     parser.add_argument("--epoch", type=int, default=None, help="with --stores")
     parser.add_argument("--last", type=int, default=3, help="with --stores")
+    parser.add_argument("--into", type=Path, default=None,
+                        help="with --stores and --epoch: write the pairing into this table")
     args = parser.parse_args()
     if args.stores:
         if not args.workload:
             parser.error("--stores needs --workload")
         from_stores(args.stores, args.workload, args.profile, args.epoch, args.last)
+        if args.into:
+            if not args.epoch:
+                parser.error("--into needs --epoch (the table entry's budget)")
+            block = write_into(args.into, args.stores, args.workload, args.profile, args.epoch)
+            print(f"wrote {args.workload} {args.profile}'s paired block into {args.into}: sd "
+                  f"{block['sd']:.4f} over {block['pairs']} seeds at epoch {block['epoch']}")
         return
     samples, features, classes, trees = SIZES[args.profile]
     firsts, diffs, held_out = [], [], 0

@@ -46,3 +46,32 @@ def test_the_paired_spread_is_the_sd_of_each_seed_s_difference(
     assert "mean of the last 2 epochs: seed-to-seed sd" in out
     assert statistics.stdev(last2) == pytest.approx(at_epoch)
     assert out.count(f"paired-difference sd {at_epoch:.4f}") == 2
+
+
+def test_into_writes_the_pairing_as_the_table_entry_s_paired_block(tmp_path: Path) -> None:
+    """``--into``: B's qualities at the epoch and the sd of A - B go into the table's entry,
+    where the converged check then finds them (paired at one of its seeds)."""
+    import json
+
+    from parabench.workloads.quality_targets import entry_converged
+
+    script = load_script("paired_spread")
+    levels, gaps = [0.80, 0.90, 0.85, 0.95], [0.010, -0.010, 0.0, 0.020]
+    write_entry(tmp_path / "A.json", "cnn", "quick", _entry([[q - 0.1, q, q] for q in levels]))
+    write_entry(tmp_path / "B.json", "cnn", "quick", _entry(
+        [[q, q - g, q] for q, g in zip(levels, gaps, strict=True)], offset=1000))
+    shipped = _entry([[q + 0.001] * 2 for q in levels]) | {"epochs": 2}  # another machine's
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps({"about": "x", "entries": {"cnn": {"quick": shipped}}}))
+    stores = [str(tmp_path / "A.json"), str(tmp_path / "B.json")]
+    block = script.write_into(table, stores, "cnn", "quick", 2)
+    entry = json.loads(table.read_text())["entries"]["cnn"]["quick"]
+    assert entry["paired"] == block and block["train_seed_offset"] == 1000
+    assert block["values"] == pytest.approx([q - g for q, g in zip(levels, gaps, strict=True)])
+    assert block["sd"] == pytest.approx(statistics.stdev(gaps)) and block["pairs"] == 4
+    assert "A.json" in block["how"] and "B.json" in block["how"]
+    ref = entry_converged(entry, "table.json", seed=3)
+    assert ref is not None and ref.paired and ref.median == pytest.approx(0.951)
+    assert ref.std == pytest.approx(statistics.stdev(gaps))
+    with pytest.raises(SystemExit, match="budget is 2 epoch"):  # the entry's budget only
+        script.write_into(table, stores, "cnn", "quick", 3)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from parabench.analysis.target_parity import converged_bounds
 from parabench.case.result import read_results
+from parabench.workloads.quality_targets import entry_converged
 from parabench.workloads.targetstore import read_store
 
 pytestmark = [pytest.mark.cpu, pytest.mark.torch]
@@ -43,11 +45,14 @@ def test_calibrate_then_run_to_the_calibrated_target(tmp_path: Path) -> None:
     assert not out.exists()
 
     cal = _parabench(["calibrate", "--workload", "tiny_logreg", "--profile", "tiny",
-                      "--seeds", "3", "--targets", "T.json"], cache, tmp_path)
+                      "--seeds", "3", "--targets", "T.json", "--paired"], cache, tmp_path)
     assert cal.returncode == 0, cal.stdout + cal.stderr
     assert "ETA" in cal.stdout and "power with 3 seeds" in cal.stdout
+    assert "train seed 1002 (6/6)" in cal.stdout and "paired by seed" in cal.stdout
     (entry,) = read_store(tmp_path / "T.json")["tiny_logreg"]["tiny"]
     assert entry["seeds"] == [0, 1, 2] and len(entry["samples_to_target"]) == 3
+    assert entry["paired"]["pairs"] == 3 and entry["paired"]["sd"] >= 0
+    assert entry["command"].endswith("--paired")
     assert entry["workload_version"] and entry["data"] is None and entry["device"] == "cpu"
     assert not (tmp_path / "T.json.partial.json").exists()  # the entry holds the seeds now
     assert not (cache / "targets.json").exists()  # --targets chose the store
@@ -70,8 +75,15 @@ def test_calibrate_then_run_to_the_calibrated_target(tmp_path: Path) -> None:
     fedavg = results["fedavg"].parity
     assert fedavg is not None and fedavg.status == "ok" and fedavg.basis == "target"
     assert fedavg.detectable_loss is not None  # a stated power, from the calibrated seeds
+    # seed 0 was calibrated at two trainings: the verdict takes the narrower of the paired
+    # and the median check, as the entry's figures say
+    refs = [entry_converged(entry, "T", seed=0), entry_converged(entry, "T")]
+    best = min(refs, key=lambda r: converged_bounds(r, True)[2])
+    assert refs[0].paired and fedavg.detectable_loss == pytest.approx(
+        converged_bounds(best, True)[2])
+    assert fedavg.baseline_quality == pytest.approx(best.median)
     row = next(line for line in run.stdout.splitlines() if line.startswith("fedavg"))
-    assert "ok, blind <" in row
+    assert "ok, blind <" in row and ("(paired by seed)" in row) == best.paired
 
 
 def test_calibrate_dry_run_estimates_and_runs_nothing(
@@ -113,3 +125,15 @@ def test_an_offset_calibration_without_its_own_store_is_a_usage_error(
                  "--train-seed-offset", "1000"]) == 2
     assert "give it its own --targets FILE" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing run, nothing written
+
+
+def test_paired_with_one_seed_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from parabench.cli import main
+
+    monkeypatch.setenv("PARABENCH_CACHE_DIR", str(tmp_path))
+    assert main(["calibrate", "--workload", "mlp", "--profile", "tiny", "--seeds", "1",
+                 "--paired"]) == 2
+    assert "--paired needs --seeds 2 or more" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

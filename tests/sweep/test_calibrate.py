@@ -4,6 +4,7 @@ lookup order, and resuming from the finished seeds (a fake serial run per seed).
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ def test_an_interrupted_calibration_keeps_its_seeds_and_resumes(tmp_path: Path) 
     lines: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         measure("mlp", "tiny", [0, 1, 2], 3, partial=partial, say=lines.append, run_seed=fake)
-    assert ran == [0, 1] and "1 of 3 seed(s) finished, kept in" in lines[-1]
+    assert ran == [0, 1] and "1 of 3 run(s) finished, kept in" in lines[-1]
     key = partial_key("mlp", "tiny", None, "cpu", 3)
     assert list(read_store(partial)[key]) == ["0"]
     ran.clear()
@@ -212,6 +213,49 @@ def test_a_train_seed_offset_trains_seed_s_data_with_training_seed_s_plus_k(
     config = _grid("mlp", "tiny", 3, 2, 60.0, None, "cpu", 1003).config(
         workload="mlp", method="serial", device="cpu", workers=1)
     assert (config.seed, config.train_seed, config.training_seed) == (3, 1003, 1003)
+
+
+def test_paired_runs_every_seed_at_two_training_seeds_and_keeps_their_spread(
+        tmp_path: Path) -> None:
+    """``--paired``: seed s at training seeds s and s + 1000, both resumable; the block holds
+    the second runs' qualities at the budget and the sd of the differences, worked by hand."""
+    from parabench.sweep.calibrate import PAIR_OFFSET, planned_cases
+
+    partial = tmp_path / "T.json.partial.json"
+    ran: list[tuple[int, int | None]] = []
+    interrupted: list[int] = []
+    levels, gaps = [0.80, 0.90, 0.85], [0.01, -0.02, 0.0]
+
+    def fake(workload: str, profile: str, seed: int, epochs: int, timeout_s: float,
+             data_dir: str | None, device: str, train_seed: int | None) -> dict:
+        if train_seed == 1 + PAIR_OFFSET and not interrupted:
+            interrupted.append(seed)
+            raise KeyboardInterrupt  # Ctrl-C in seed 1's second run, the first time
+        ran.append((seed, train_seed))
+        q = levels[seed] - (gaps[seed] if train_seed else 0.0)
+        return {"final": q, "curve": [q - 0.1, q], "evals": [[100, q]], "samples_per_epoch": 100}
+
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        measure("mlp", "tiny", [0, 1, 2], 2, partial=partial, say=lines.append, run_seed=fake,
+                paired=True)
+    assert "3 of 6 run(s) finished" in lines[-1]
+    ran.clear()
+    entry = measure("mlp", "tiny", [0, 1, 2], 2, partial=partial, say=lines.append,
+                    run_seed=fake, paired=True)
+    assert ran == [(1, 1001), (2, None), (2, 1002)]  # the finished three were kept
+    assert "seed 2 train seed 1002 (6/6)" in lines[-1]
+    assert entry["values"] == pytest.approx(levels)  # offset 0 is the entry itself
+    block = entry["paired"]
+    assert block["train_seed_offset"] == PAIR_OFFSET and block["pairs"] == 3
+    assert block["epoch"] == entry["epochs"]
+    assert block["values"] == pytest.approx([q - g for q, g in zip(levels, gaps, strict=True)])
+    assert block["sd"] == pytest.approx(statistics.stdev(gaps))
+    assert "paired" not in measure("mlp", "tiny", [0, 1, 2], 2, partial=partial,
+                                   say=lines.append, run_seed=fake)
+    cases = planned_cases("mlp", "tiny", [0, 1], 2, paired=True)  # the dry run: twice
+    assert [(c.config.seed, c.config.train_seed) for c in cases] == [
+        (0, None), (0, 1000), (1, None), (1, 1001)]
 
 
 # --- shipping a calibrated entry (scripts/quality_targets.py --from-store) ---------------------

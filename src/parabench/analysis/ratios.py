@@ -127,13 +127,15 @@ POWER_Z = 1.645
 
 
 def detectable_loss(tolerance: float, spread: float, baseline: float,
-                    higher_is_better: bool, reference_runs: int = 1) -> float:
+                    higher_is_better: bool, reference_runs: int = 1,
+                    paired: bool = False) -> float:
     """The smallest loss a statistical verdict flags in 95 % of runs: the tolerance plus
     :data:`POWER_Z` standard deviations of the gap between one run and the baseline, taken
     from ``reference_runs`` seeds (one run a side: two seeds' worth of the baseline's
-    seed-to-seed ``spread``, relative for a lower-is-better metric). A sound method (no loss)
-    then fails only when the gap passes the tolerance: at 3 spreads, under 2 %."""
-    sd = math.sqrt(1 + 1 / reference_runs) * (
+    seed-to-seed ``spread``, relative for a lower-is-better metric); ``paired``: ``spread`` is
+    already the sd of that gap (two runs of the same data). A sound method (no loss) then
+    fails only when the gap passes the tolerance: at 3 spreads, under 2 %."""
+    sd = (1.0 if paired else math.sqrt(1 + 1 / reference_runs)) * (
         spread if higher_is_better else spread * abs(baseline))
     return tolerance + POWER_Z * sd
 

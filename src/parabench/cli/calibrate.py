@@ -4,7 +4,7 @@ Usage::
 
     parabench calibrate --workload cnn --profile tiny [--seeds 3] [--max-epochs 8]
                         [--data-dir DIR] [--device cpu] [--targets FILE] [--dry-run]
-                        [--train-seed-offset K]
+                        [--train-seed-offset K] [--paired]
 
 Runs serial once per seed (:mod:`parabench.sweep.calibrate`) and writes the entry (target,
 epoch budget from the curves' plateau, samples to the target per seed, the converged
@@ -16,7 +16,11 @@ as they end, so Ctrl-C loses only the running seed and the same command resumes.
 power the chosen number of seeds gives. ``--dry-run`` estimates the cost and runs nothing.
 ``--train-seed-offset K`` trains seed s's data with training seed s + K (other initial weights,
 sample order): a second store calibrated so beside one at offset 0 measures how far two sound
-runs of the same data differ (``scripts/paired_spread.py --stores A B``).
+runs of the same data differ (``scripts/paired_spread.py --stores A B``). ``--paired`` does
+both in one store: each seed's data trained at training seeds s and s + 1000 (twice the cost),
+the entry keeping the spread of their differences; a statistical run at one of the seeds is
+then judged against serial's quality at its own seed within 3 x that spread (``ok, blind <L
+(paired by seed)``), which leaves the data draw's share of the spread out.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from parabench.config import DEVICES, PROFILES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from parabench.sweep.calibrate import MAX_EPOCHS
+    from parabench.sweep.calibrate import MAX_EPOCHS, PAIR_OFFSET
 
     p = sub.add_parser("calibrate", help="measure serial's target, epoch budget and power for "
                                          "time-to-quality mode (a targets store)")
@@ -55,6 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-seed-offset", type=positive_int, default=None, metavar="K",
                    help="train seed s's data with training seed s + K (initial weights, "
                         "sample order): beside a store at offset 0, the paired spread")
+    p.add_argument("--paired", action="store_true",
+                   help="train each seed's data twice (training seeds s and s + "
+                        f"{PAIR_OFFSET}) and store the spread of the differences: a run at "
+                        "one of these seeds is then judged paired by seed (twice the cost)")
     add_targets_flag(p)
     p.add_argument("--dry-run", action="store_true",
                    help="estimate the cost from the dry run's cost model; run nothing")
@@ -136,19 +144,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise UsageError("--train-seed-offset measures a second calibration, to set beside one "
                          "at offset 0: give it its own --targets FILE, so that it does not "
                          "replace the entry in the user store")
+    if args.paired and args.seeds < 2:
+        raise UsageError("--paired needs --seeds 2 or more: the paired spread is the standard "
+                         "deviation of the seeds' differences")
     store = targets_path(args)
     seeds = list(range(args.seeds))
     if args.dry_run:
         print(describe_plan(planned_cases(args.workload, args.profile, seeds, args.max_epochs,
-                                          args.data_dir, args.device, args.timeout), []))
+                                          args.data_dir, args.device, args.timeout,
+                                          args.paired), []))
         return EXIT_OK
     partial = store.with_name(store.name + ".partial.json")
-    print(f"calibrating {args.workload} at {args.profile}: serial, {args.seeds} seed(s), "
+    print(f"calibrating {args.workload} at {args.profile}: serial, {args.seeds} seed(s)"
+          f"{', each at two training seeds' if args.paired else ''}, "
           f"at most {args.max_epochs} epoch(s) each", flush=True)
     entry = measure(args.workload, args.profile, seeds, args.max_epochs,
                     timeout_s=args.timeout, data_dir=args.data_dir, device=args.device,
                     partial=partial, say=lambda line: print(line, flush=True),
-                    train_offset=args.train_seed_offset or 0)
+                    train_offset=args.train_seed_offset or 0, paired=args.paired)
     entry.update(command=_command(args), date=date.today().isoformat(), machine=_machine())
     write_entry(store, args.workload, args.profile, entry)
     _forget_partial(partial, args, entry["max_epochs"])
@@ -168,6 +181,7 @@ def _command(args: argparse.Namespace) -> str:
     parts += [f"--targets {shlex.quote(args.targets)}"] if args.targets else []
     offset = args.train_seed_offset
     parts += [f"--train-seed-offset {offset}"] if offset else []
+    parts += ["--paired"] if args.paired else []
     return " ".join(parts)
 
 
@@ -180,12 +194,14 @@ def _machine() -> dict[str, object]:
 
 def _forget_partial(partial: Path, args: argparse.Namespace, epochs: int) -> None:
     """Drop this calibration's finished seeds from the partial file (the entry holds them)."""
-    from parabench.sweep.calibrate import partial_key
+    from parabench.sweep.calibrate import PAIR_OFFSET, partial_key
     from parabench.workloads.targetstore import read_store, write_json
 
     everything = read_store(partial)
-    everything.pop(partial_key(args.workload, args.profile, args.data_dir, args.device,
-                               epochs, args.train_seed_offset or 0), None)
+    offset = args.train_seed_offset or 0
+    for off in [offset] + ([offset + PAIR_OFFSET] if args.paired else []):
+        everything.pop(partial_key(args.workload, args.profile, args.data_dir, args.device,
+                                   epochs, off), None)
     if everything:
         write_json(partial, {"about": "parabench calibrate: finished seeds",
                              "entries": everything})

@@ -55,6 +55,8 @@ from parabench.workloads.targetstore import (
 #: the most epochs a calibration runs by default (``--max-epochs``)
 MAX_EPOCHS = 8
 PERCENTILE = 10
+#: the training-seed offset of each seed's second run under ``--paired``
+PAIR_OFFSET = 1000
 #: a target no quality reaches, so every epoch is evaluated (a finite number, as configs want)
 NEVER = 1e9
 
@@ -126,47 +128,58 @@ def _serial(workload: str, profile: str, seed: int, epochs: int, timeout_s: floa
 def measure(workload: str, profile: str, seeds: list[int], max_epochs: int = MAX_EPOCHS, *,
             timeout_s: float = 1800.0, data_dir: str | None = None, device: str = "cpu",
             plateau: bool = True, partial: Path | None = None, train_offset: int = 0,
-            say: Callable[[str], None] = print,
+            paired: bool = False, say: Callable[[str], None] = print,
             run_seed: Callable[..., dict[str, Any]] = _serial) -> dict[str, Any]:
     """The entry of ``workload`` at ``profile`` (see the module's docstring); the finished
     seeds kept in ``partial`` as each ends (a KeyboardInterrupt keeps them and says so).
     ``train_offset`` K > 0 trains seed s's data with training seed s + K (another sound run of
-    the same data: two stores, offset 0 and K, give the paired spread,
-    ``scripts/paired_spread.py``); the entry records it."""
+    the same data); the entry records it. ``paired`` runs every seed a second time with
+    training seed s + :data:`PAIR_OFFSET` (twice the cost) and adds the ``paired`` block
+    (:func:`paired_block`): the spread a verdict paired by seed judges against."""
     higher = workloads.get(workload).quality.higher_is_better
     epochs = _epochs(workload, max_epochs)
-    key = partial_key(workload, profile, data_dir, device, epochs, train_offset)
-    kept = read_store(partial).get(key, {}) if partial is not None else {}
-    done = {int(s): r for s, r in kept.items() if int(s) in seeds}
-    if done:
-        say(f"  resuming: seed(s) {', '.join(map(str, sorted(done)))} kept from {partial}")
+    offsets = [train_offset] + ([train_offset + PAIR_OFFSET] if paired else [])
+    keys = {o: partial_key(workload, profile, data_dir, device, epochs, o) for o in offsets}
+    kept = read_store(partial) if partial is not None else {}
+    done = {o: {int(s): r for s, r in kept.get(keys[o], {}).items() if int(s) in seeds}
+            for o in offsets}
+    if any(done.values()):
+        runs = sum(len(d) for d in done.values())
+        say(f"  resuming: {runs} finished run(s) kept from {partial}")
     took: list[float] = []
-    todo = [s for s in seeds if s not in done]
+    todo = [(s, o) for s in seeds for o in offsets if s not in done[o]]
+    total = len(seeds) * len(offsets)
     try:
-        for i, seed in enumerate(todo):
+        for i, (seed, off) in enumerate(todo):
             watch = Stopwatch()
-            done[seed] = run_seed(workload, profile, seed, epochs, timeout_s, data_dir,
-                                  device, seed + train_offset if train_offset else None)
+            done[off][seed] = run = run_seed(workload, profile, seed, epochs, timeout_s,
+                                             data_dir, device, seed + off if off else None)
             took.append(watch.seconds())
             if partial is not None:
                 everything = read_store(partial)
-                everything.setdefault(key, {})[str(seed)] = done[seed]
+                everything.setdefault(keys[off], {})[str(seed)] = run
                 write_json(partial, {"about": "parabench calibrate: finished seeds",
                                      "entries": everything})
             left = statistics.mean(took) * (len(todo) - i - 1)
-            curve = " ".join(f"{q:.4g}" for q in done[seed]["curve"] if q is not None)
-            say(f"  {workload} {profile} seed {seed} ({len(done)}/{len(seeds)}): "
-                f"{done[seed]['final']:.6g} in {took[-1]:.0f}s (curve {curve}); "
-                f"ETA {left:.0f}s")
+            curve = " ".join(f"{q:.4g}" for q in run["curve"] if q is not None)
+            which = f" train seed {seed + off}" if paired else ""
+            say(f"  {workload} {profile} seed {seed}{which} "
+                f"({sum(len(d) for d in done.values())}/{total}): "
+                f"{run['final']:.6g} in {took[-1]:.0f}s (curve {curve}); ETA {left:.0f}s")
     except KeyboardInterrupt:
         where = f"kept in {partial}; rerun the same command to resume" if partial else "lost"
-        say(f"interrupted: {len(done)} of {len(seeds)} seed(s) finished, {where}")
+        say(f"interrupted: {sum(len(d) for d in done.values())} of {total} run(s) finished, "
+            f"{where}")
         raise
-    entry = summarize([done[s] for s in seeds], seeds, epochs, higher, plateau)
+    by_curve = plateau and epochs > 1
+    entry = summarize([done[train_offset][s] for s in seeds], seeds, epochs, higher, plateau)
     entry.update(workload_version=current_version(workload),
                  data=data_fingerprint(data_dir), device=device)
     if train_offset:
         entry["train_seed_offset"] = train_offset
+    if paired and len(seeds) > 1:
+        entry["paired"] = paired_block(entry, [done[offsets[1]][s] for s in seeds],
+                                       PAIR_OFFSET, by_curve)
     return entry
 
 
@@ -176,11 +189,10 @@ def summarize(runs: list[dict[str, Any]], seeds: list[int], epochs: int, higher:
     curves = [r["curve"] for r in runs]
     if plateau and epochs > 1:
         budget, rule = plateau_budget(curves, higher)
-        finals = [float(c[budget - 1]) for c in curves]
     else:
         budget = epochs
         rule = f"fixed: {epochs} epoch(s), the last" + ("" if epochs > 1 else " (one fit)")
-        finals = [float(r["final"]) for r in runs]
+    finals = _values_at(runs, budget, plateau and epochs > 1)
     pct = PERCENTILE if higher else 100 - PERCENTILE
     target = float(np.percentile(finals, pct))
     reached_by = sum(1 for v in finals if (v >= target if higher else v <= target))
@@ -196,6 +208,30 @@ def summarize(runs: list[dict[str, Any]], seeds: list[int], epochs: int, higher:
             "method": "serial w=1 t=1"}
 
 
+def _values_at(runs: list[dict[str, Any]], budget: int, by_curve: bool) -> list[float]:
+    """Each run's quality at the budget: its curve's epoch ``budget`` (``by_curve``: a budget
+    found on the curves), else its final quality (a fixed budget, an estimator's one fit)."""
+    return [float(r["curve"][budget - 1]) if by_curve else float(r["final"]) for r in runs]
+
+
+def paired_block(entry: dict[str, Any], others: list[dict[str, Any]], offset: int,
+                 by_curve: bool) -> dict[str, Any]:
+    """The entry's ``paired`` block from each seed's second run (``others``, in the entry's
+    seed order, trained with training seed s + ``offset``): their qualities at the entry's
+    budget and ``sd``, the sample standard deviation of the differences to the entry's
+    ``values`` (two sound runs of the same data; a verdict paired by seed judges one run's
+    gap to serial's value at its seed against it:
+    :func:`~parabench.workloads.quality_targets.entry_converged`)."""
+    budget = int(entry["epochs"])
+    values = _values_at(others, budget, by_curve)
+    diffs = [a - b for a, b in zip(entry["values"], values, strict=True)]
+    return {"train_seed_offset": offset, "epoch": budget, "pairs": len(diffs),
+            "values": values, "sd": float(statistics.stdev(diffs)),
+            "curves_run": [r["curve"] for r in others],
+            "how": f"each seed's data trained again with training seed s + {offset}; the sd "
+                   f"of the {len(diffs)} differences at epoch {budget}"}
+
+
 def _samples_to(run: dict[str, Any], target: float, higher: bool, budget: int) -> int | None:
     """The samples trained up to the seed's first evaluation at ``target``, within the
     budget's epochs; None where it did not get there."""
@@ -206,39 +242,55 @@ def _samples_to(run: dict[str, Any], target: float, higher: bool, budget: int) -
 
 def power_lines(entry: dict[str, Any], source: str) -> list[str]:
     """What the entry's N seeds give a statistical verdict: the converged check's blind spot
-    (as :func:`parabench.analysis.target_parity.converged_verdict` computes it) and the
-    reaching verdict's power (:func:`~parabench.workloads.quality_targets.reach_power`)."""
+    (as :func:`parabench.analysis.target_parity.converged_verdict` computes it; paired by seed
+    too where the entry holds the paired spread) and the reaching verdict's power
+    (:func:`~parabench.workloads.quality_targets.reach_power`)."""
     from parabench.analysis.parity_text import blind_text
-    from parabench.analysis.ratios import detectable_loss, parity_tolerance
+    from parabench.analysis.target_parity import converged_bounds
     from parabench.workloads.quality_targets import entry_converged, entry_reach_power
 
     n, hib = len(entry["seeds"]), bool(entry["higher_is_better"])
     lines = []
     if (ref := entry_converged(entry, source)) is not None:
-        spread = ref.std if hib else ref.std / abs(ref.median)
-        tol = parity_tolerance("statistical", ref.median, hib, spread)
-        loss = detectable_loss(tol, spread, ref.median, hib, reference_runs=ref.seeds)
+        loss = converged_bounds(ref, hib)[2]
         lines.append(f"power with {n} seeds: the converged check reads ok, blind "
                      f"<{blind_text(loss)} (a run losing {loss:.3g} after {ref.epochs} "
                      "epoch(s) fails 95 % of the time)")
+        paired = entry_converged(entry, source, seed=entry["seeds"][0])
+        if paired is not None and paired.paired:
+            loss = converged_bounds(paired, hib)[2]
+            lines.append(f"  paired by seed (a run at one of seeds {_span(entry['seeds'])}): "
+                         f"blind <{blind_text(loss)}; a verdict uses the narrower of the two")
     else:
         lines.append(f"power with {n} seed(s): the converged check cannot state one (it needs "
                      "2 or more seeds for serial's spread)")
     if (reach := entry_reach_power(entry, source, entry["target"], hib)) is not None:
         lines.append(f"  reaching the target: {reach.text()}")
-    lines.append("  more seeds (--seeds) narrow both")
+    lines.append("  more seeds (--seeds) narrow both" + (
+        "" if "paired" in entry else "; --paired measures the paired spread (twice the cost)"))
     return lines
+
+
+def _span(seeds: list[int]) -> str:
+    """``0-9`` for consecutive seeds, else ``0, 3, 7``."""
+    ordered = sorted(seeds)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)) and len(ordered) > 2:
+        return f"{ordered[0]}-{ordered[-1]}"
+    return ", ".join(map(str, ordered))
 
 
 def planned_cases(workload: str, profile: str, seeds: list[int], max_epochs: int,
                   data_dir: str | None = None, device: str = "cpu",
-                  timeout_s: float = 1800.0) -> list[Any]:
-    """The serial cases a calibration runs (for the dry run's cost model)."""
+                  timeout_s: float = 1800.0, paired: bool = False) -> list[Any]:
+    """The serial cases a calibration runs (for the dry run's cost model); ``paired``: each
+    seed twice."""
     from parabench.sweep.plan import plan
 
     epochs = _epochs(workload, max_epochs)
-    return [case for seed in seeds
-            for case in plan(_grid(workload, profile, seed, epochs, timeout_s, data_dir, device))]
+    trains = [None] + ([PAIR_OFFSET] if paired else [])
+    return [case for seed in seeds for off in trains
+            for case in plan(_grid(workload, profile, seed, epochs, timeout_s, data_dir, device,
+                                   None if off is None else seed + off))]
 
 
 def calibration_s(workload: str, profile: str, seeds: int = 3, max_epochs: int = MAX_EPOCHS,

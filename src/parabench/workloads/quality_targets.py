@@ -184,27 +184,51 @@ def _reach_epochs(entry: dict[str, Any] | None, target: float,
 @dataclass(frozen=True)
 class ConvergedReference:
     """Serial's quality after the table's ``epochs`` over ``seeds``: ``median`` and ``std``
-    (the sample standard deviation), and where they come from (``source``)."""
+    (the sample standard deviation), and where they come from (``source``).
+
+    ``paired``: ``median`` is serial's quality at the case's own data seed, and ``std`` the
+    standard deviation of the difference between two sound runs of that same data (training
+    seeds s and s + K, the entry's ``paired`` block): the spread of one run's gap itself, with
+    the data draw's share taken out."""
 
     median: float
     std: float
     seeds: int
     epochs: int
     source: str
+    paired: bool = False
 
 
 def converged_reference(workload: str, profile: str, data_dir: str | None = None,
-                        device: str | None = None) -> ConvergedReference | None:
+                        device: str | None = None, seed: int | None = None
+                        ) -> ConvergedReference | None:
     """Serial's converged quality of ``workload`` at ``profile`` (the table's per-seed
-    ``values``); None where nobody measured it."""
-    return entry_converged(*find(workload, profile, data_dir, device))
+    ``values``): paired with ``seed`` where the entry measured the paired spread and that
+    seed (:func:`entry_converged`); None where nobody measured it."""
+    return entry_converged(*find(workload, profile, data_dir, device), seed=seed)
 
 
-def entry_converged(entry: dict[str, Any] | None, name: str) -> ConvergedReference | None:
-    """:func:`converged_reference` of one entry (``name``: where it is from)."""
+def entry_converged(entry: dict[str, Any] | None, name: str, seed: int | None = None
+                    ) -> ConvergedReference | None:
+    """:func:`converged_reference` of one entry (``name``: where it is from): the paired
+    reference where ``seed`` is one of the entry's seeds and the entry holds a ``paired``
+    block at its budget (``parabench calibrate --paired``), else the median and spread over
+    the seeds."""
     values = [v for v in (entry or {}).get("values") or [] if v is not None]
     if len(values) < 2:
         return None
+    pair = entry.get("paired") or {}
+    seeds = list(entry.get("seeds") or [])
+    if (seed is not None and pair.get("sd") is not None and seed in seeds
+            and int(pair.get("epoch", -1)) == int(entry["epochs"])
+            and entry["values"][seeds.index(seed)] is not None):
+        mine = float(entry["values"][seeds.index(seed)])
+        source = (f"{name}: serial's quality at seed {seed} after {entry['epochs']} epoch(s), "
+                  f"{mine:.4g} ({entry['command']}, {entry['date']}); the spread of two "
+                  f"training seeds on the same data, sd {pair['sd']:.3g} over "
+                  f"{pair['pairs']} seeds ({pair['how']})")
+        return ConvergedReference(mine, float(pair["sd"]), int(pair["pairs"]),
+                                  int(entry["epochs"]), source, paired=True)
     source = (f"{name}: serial after {entry['epochs']} epoch(s) over {len(values)} "
               f"seeds; {entry['command']} ({entry['date']})")
     return ConvergedReference(float(np.median(values)), float(np.std(values, ddof=1)),
