@@ -7,6 +7,7 @@ apply (a seed the entry did not measure, a block at another budget)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 
@@ -117,3 +118,19 @@ def test_a_lower_is_better_metric_is_paired_relative_to_serial_s_value() -> None
     assert spread == pytest.approx(0.5 / 12.0)
     assert tol == pytest.approx(SPREAD_FACTOR * 0.5)  # relative, times serial's value
     assert loss == pytest.approx(tol + POWER_Z * 0.5)  # one gap's sd: no sqrt(1 + 1/N)
+
+
+def test_the_table_row_says_paired_and_its_legend_says_what_that_means() -> None:
+    from parabench.analysis.summary import summarize
+    from parabench.sweep.table import legend
+
+    def judged(seed: int, converged: float) -> list:
+        serial, fedavg = run("serial", seed, workers=1), run("fedavg", seed, converged=converged)
+        return summarize([serial, dataclasses.replace(fedavg, parity=assess(fedavg, [serial]))])
+
+    rows = judged(3, serial_at(3))
+    fedavg = next(r for r in rows if r.method == "fedavg")
+    assert fedavg.parity.startswith("ok, blind <") and fedavg.parity.endswith("(paired by seed)")
+    assert any(line.startswith("(paired by seed): judged against serial's calibrated quality "
+                               "at the run's own seed") for line in legend(rows))
+    assert not any("paired" in line for line in legend(judged(42, 0.93)))
