@@ -44,8 +44,7 @@ from pathlib import Path
 
 from parabench.analysis.ratios import POWER_Z, SPREAD_FACTOR
 from parabench.dataset import Dataset
-from parabench.workloads.random_forest import SIZES
-from parabench.workloads.tabular import tabular_classification
+from parabench.workloads.random_forest import SIZES, forest_data
 
 
 def fit_accuracy(data: Dataset, trees: int, random_state: int) -> float:
@@ -152,11 +151,10 @@ def main() -> None:
             print(f"wrote {args.workload} {args.profile}'s paired block into {args.into}: sd "
                   f"{block['sd']:.4f} over {block['pairs']} seeds at epoch {block['epoch']}")
         return
-    samples, features, classes, trees = SIZES[args.profile]
+    trees = SIZES[args.profile][3]
     firsts, diffs, held_out = [], [], 0
     for seed in range(args.seeds):
-        data = tabular_classification(n_samples=samples, n_features=features,
-                                      n_classes=classes, seed=seed)
+        data = forest_data(args.profile, seed)
         one, twin = fit_accuracy(data, trees, seed), fit_accuracy(data, trees, seed + 1000)
         firsts.append(one)
         held_out = len(data.y_test)

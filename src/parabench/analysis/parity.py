@@ -83,7 +83,7 @@ from parabench.analysis.ratios import (  # the tolerances live with the arithmet
     parity_tolerance,
     quality_gap,
 )
-from parabench.analysis.target_parity import target_verdict
+from parabench.analysis.target_parity import statistical_verdict
 from parabench.analysis.trajectory import (
     EPOCH_LOSS_RTOL,
     compare_traces,
@@ -230,8 +230,8 @@ def _assess(result: Result, baselines: Iterable[Result]) -> dict[str, Any] | Non
         out["kind_reason"] = why
     if kind == "statistical" and "spread" in spread:  # the verdict's power, stated
         out["detectable_loss"] = detectable_loss(tol, spread["spread"], q0, better_high)
-    if kind == "statistical":  # time to target: did it reach serial's target at all?
-        out.update(target_verdict(result, base) or {})
+    if kind == "statistical":  # time to target's verdicts; paired by seed where measured
+        out.update(statistical_verdict(result, base, gap, out.get("detectable_loss")))
     if result.facts.samples_per_client is not None:  # fedavg: the equal-work figure, shown
         out["samples_per_client"] = result.facts.samples_per_client
     evidence = exact_evidence(result, base) if kind == "exact" else None

@@ -30,6 +30,7 @@ module instead:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from parabench.analysis.ratios import (
@@ -40,14 +41,17 @@ from parabench.analysis.ratios import (
     quality_gap,
 )
 from parabench.case.result import Result
+from parabench.registry import workloads
 from parabench.workloads.quality_targets import (
     ConvergedReference,
     calibrate_command,
     converged_reference,
+    paired_spread,
     reach_power,
 )
 
-__all__ = ["converged_bounds", "converged_verdict", "reach_verdict", "target_verdict"]
+__all__ = ["converged_bounds", "converged_verdict", "paired_verdict", "reach_verdict",
+           "statistical_verdict", "target_verdict"]
 
 
 def target_verdict(result: Result, base: Result) -> dict[str, Any] | None:
@@ -138,6 +142,56 @@ def converged_bounds(ref: ConvergedReference, higher_is_better: bool
     loss = detectable_loss(tol, spread, ref.median, higher_is_better,
                            reference_runs=ref.seeds, paired=ref.paired)
     return spread, tol, loss
+
+
+def statistical_verdict(result: Result, base: Result, gap: float, detectable: float | None
+                        ) -> dict[str, Any]:
+    """What decides a statistical ``result`` against its baseline run ``base``, beyond the
+    quality gap at the end (``gap``, stating ``detectable``): :func:`target_verdict` in
+    time-to-target mode, else :func:`paired_verdict` where it sees a smaller loss; for an
+    estimator (one fit, whose end is its converged quality) the paired verdict also wins over
+    the reaching verdict where it sees less. {}: the gap decides as it is."""
+    paired = paired_verdict(result, gap)
+    if paired is not None and detectable is not None and (
+            paired["detectable_loss"] >= detectable):
+        paired = None
+    verdict = target_verdict(result, base)
+    if verdict and paired and _one_fit(result) and (
+            paired["detectable_loss"] < (verdict.get("detectable_loss") or math.inf)):
+        verdict = None
+    return verdict or paired or {}
+
+
+def paired_verdict(result: Result, gap: float) -> dict[str, Any] | None:
+    """The quality gap to the sweep's own serial at the same seed (the same data) within
+    :data:`SPREAD_FACTOR` x the spread of two sound trainings of that data, where the entry
+    measured it at the result's epochs
+    (:func:`~parabench.workloads.quality_targets.paired_spread`); None elsewhere."""
+    assert result.quality is not None and result.quality.value is not None
+    hib = result.quality.higher_is_better
+    epochs = None if _one_fit(result) else result.epochs
+    pair = paired_spread(result.workload, result.profile, epochs, *_data_device(result))
+    if pair is None:
+        return None
+    baseline = result.quality.value + (-gap if hib else gap)
+    spread = pair.sd if hib else pair.sd / abs(baseline)
+    tol = parity_tolerance("statistical", baseline, hib, spread)
+    loss = detectable_loss(tol, spread, baseline, hib, paired=True)
+    ok = parity_holds(gap, tol)
+    return {"status": "ok" if ok else "failed", "tolerance": tol,
+            "spread": spread, "spread_source": pair.source, "detectable_loss": loss,
+            "power_note": "paired by seed", "reason": None if ok else (
+                f"its quality {result.quality.value:.4g} is {-gap:.4g} below serial's "
+                f"{baseline:.4g} at the same seed, more than the tolerance {tol:.3g} "
+                f"({SPREAD_FACTOR:g}x the spread of two trainings of that data)"),
+            "power_source": (f"its quality against serial's at the same seed, within "
+                             f"{SPREAD_FACTOR:g}x the spread of two trainings of that data: a "
+                             f"run losing {loss:.3g} fails 95 % of the time")}
+
+
+def _one_fit(result: Result) -> bool:
+    """An estimator: every epoch refits the same model (its quality at the end is converged)."""
+    return result.workload in workloads and not workloads.get(result.workload).epochs_improve
 
 
 def _data_device(result: Result) -> tuple[str | None, str | None]:

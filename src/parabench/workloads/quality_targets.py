@@ -217,10 +217,9 @@ def entry_converged(entry: dict[str, Any] | None, name: str, seed: int | None = 
     values = [v for v in (entry or {}).get("values") or [] if v is not None]
     if len(values) < 2:
         return None
-    pair = entry.get("paired") or {}
+    pair = _pair_block(entry) or {}
     seeds = list(entry.get("seeds") or [])
-    if (seed is not None and pair.get("sd") is not None and seed in seeds
-            and int(pair.get("epoch", -1)) == int(entry["epochs"])
+    if (seed is not None and pair and seed in seeds
             and entry["values"][seeds.index(seed)] is not None):
         mine = float(entry["values"][seeds.index(seed)])
         source = (f"{name}: serial's quality at seed {seed} after {entry['epochs']} epoch(s), "
@@ -233,6 +232,42 @@ def entry_converged(entry: dict[str, Any] | None, name: str, seed: int | None = 
               f"seeds; {entry['command']} ({entry['date']})")
     return ConvergedReference(float(np.median(values)), float(np.std(values, ddof=1)),
                               len(values), int(entry["epochs"]), source)
+
+
+def _pair_block(entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The entry's ``paired`` block where it holds a spread measured at the entry's budget."""
+    pair = (entry or {}).get("paired") or {}
+    if pair.get("sd") is None or int(pair.get("epoch", -1)) != int(entry["epochs"]):
+        return None
+    return pair
+
+
+@dataclass(frozen=True)
+class PairedSpread:
+    """The sd of the difference between two sound trainings of the same data after
+    ``epochs`` (an entry's ``paired`` block), over ``pairs`` seeds; ``source`` in words."""
+
+    sd: float
+    pairs: int
+    epochs: int
+    source: str
+
+
+def paired_spread(workload: str, profile: str, epochs: int | None,
+                  data_dir: str | None = None, device: str | None = None
+                  ) -> PairedSpread | None:
+    """The paired spread of ``workload`` at ``profile`` where the entry measured it at
+    ``epochs`` (None: an estimator, whose every epoch is the same fit); None elsewhere. A
+    statistical verdict against the sweep's own serial at the same seed (the same data) judges
+    the gap within 3 x this spread (:func:`parabench.analysis.parity.assess`)."""
+    entry, name = find(workload, profile, data_dir, device)
+    pair = _pair_block(entry)
+    if pair is None or (epochs is not None and epochs != int(pair["epoch"])):
+        return None
+    source = (f"{name}: two trainings of the same data after {pair['epoch']} epoch(s), sd "
+              f"{pair['sd']:.3g} over {pair['pairs']} seeds ({pair['how']}; "
+              f"{entry['command']}, {entry['date']})")
+    return PairedSpread(float(pair["sd"]), int(pair["pairs"]), int(pair["epoch"]), source)
 
 
 def epochs_to_target(workload: str, profile: str, target: float,
