@@ -131,6 +131,6 @@ def test_the_table_row_says_paired_and_its_legend_says_what_that_means() -> None
     rows = judged(3, serial_at(3))
     fedavg = next(r for r in rows if r.method == "fedavg")
     assert fedavg.parity.startswith("ok, blind <") and fedavg.parity.endswith("(paired by seed)")
-    assert any(line.startswith("(paired by seed): judged against serial's calibrated quality "
-                               "at the run's own seed") for line in legend(rows))
+    assert any(line.startswith("(paired by seed): judged against serial's quality at the "
+                               "run's own seed") for line in legend(rows))
     assert not any("paired" in line for line in legend(judged(42, 0.93)))

@@ -329,9 +329,10 @@ def legend(rows: list[Row]) -> list[str]:
                      "seed spread) flags 95 % of runs that lose L or more, and may pass a "
                      "smaller loss: more epochs (or --target-quality) see less")
     if any("(paired by seed)" in r.parity for r in ok):
-        lines.append("(paired by seed): judged against serial's calibrated quality at the "
-                     "run's own seed, within 3x the spread of two trainings of that same data "
-                     "(`parabench calibrate --paired`)")
+        lines.append("(paired by seed): judged against serial's quality at the run's own "
+                     "seed (this sweep's serial; after the epoch budget, the calibrated one), "
+                     "within 3x the spread of two trainings of that same data (`parabench "
+                     "calibrate --paired`)")
     if any("power unknown" in r.parity for r in ok):
         lines.append("ok, power unknown: a statistical verdict with no measured serial seeds "
                      "to state its power from; `parabench calibrate` measures them")
