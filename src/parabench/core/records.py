@@ -174,7 +174,9 @@ class Parity(Record):
     #: the shipped table)
     power_source: str | None = None
     #: what the verdict's text adds to its power: the serial seeds it rests on where no
-    #: calibration gave them, or why no power can be stated (``ok, power unknown: ...``)
+    #: calibration gave them, ``paired by seed`` where it was judged against serial at its
+    #: own seed within the paired spread, or why no power can be stated (``ok, power
+    #: unknown: ...``)
     power_note: str | None = None
     samples_per_client: list[int] | None = None
     # basis "trajectory" (parabench.analysis.trajectory.compare_traces)
