@@ -25,7 +25,9 @@ wrong labels; real training, no figure edited):
    (the measured default target) with no labels flipped (a sound method: it must pass) and
    at the lossy fraction (it must fail), as a user runs it; the verdict is read from the
    results file (with each run's converged quality and whether it reached the target, so the
-   reaching rule's rates can be read off the same runs). With fedavg (default), the real
+   reaching rule's rates can be read off the same runs). ``--method forest_flip`` gates a
+   forest instead (another ``random_state``, so its fraction 0 is a sound other forest: the
+   A/A case). With fedavg (default), the real
    statistical method also runs, 2 clients, to the same target: its pass rate is the
    false-fail rate users meet.
 
@@ -78,15 +80,16 @@ def last_quality(rows: list[dict[str, Any]], method: str) -> float:
 
 
 def scan(out: Path, workload: str, profile: str, entry: dict[str, Any],
-         fractions: list[float], seeds: range, drop: float) -> tuple[float | None, list[dict]]:
+         fractions: list[float], seeds: range, drop: float, method: str = "serial_flip"
+         ) -> tuple[float | None, list[dict]]:
     """The smallest fraction costing at least ``drop`` of serial's median converged quality."""
     sign = 1 if entry["higher_is_better"] else -1
     rows = []
     for fraction in fractions:
         values = [last_quality(run(out, f"scan-f{fraction}-s{s}", [
-            "--workload", workload, "--method", "serial_flip", "--workers", "1", "--threads",
+            "--workload", workload, "--method", method, "--workers", "1", "--threads",
             "1", "--profile", profile, "--epochs", str(entry["epochs"]), "--seed", str(s)],
-            fraction), "serial_flip") for s in seeds]
+            fraction), method) for s in seeds]
         loss = sign * (entry["median"] - statistics.median(values))
         rows.append({"fraction": fraction, "values": values, "loss": loss})
         print(f"scan: {fraction:.1%} of labels flipped: {entry['epochs']} epochs -> median "
@@ -107,15 +110,15 @@ def verdict(rows: list[dict[str, Any]], method: str) -> dict[str, Any]:
 
 
 def gate(out: Path, workload: str, profile: str, seeds: range, fraction: float,
-         fedavg: bool, sound: bool = True) -> dict[str, Any]:
+         fedavg: bool, sound: bool = True, method: str = "serial_flip") -> dict[str, Any]:
     common = ["--workload", workload, "--profile", profile, "--target-quality"]
     runs: dict[str, list[dict[str, Any]]] = {"sound": [], "lossy": [], "fedavg": []}
     for s in seeds:
         for kind, f in (("sound", 0.0), ("lossy", fraction))[0 if sound else 1:]:
-            rows = run(out, f"gate-f{f}-s{s}", [*common, "--method", "serial,serial_flip",
+            rows = run(out, f"gate-f{f}-s{s}", [*common, "--method", f"serial,{method}",
                                                  "--workers", "1", "--threads", "1",
                                                  "--seed", str(s)], f)
-            runs[kind].append({"seed": s, **verdict(rows, "serial_flip")})
+            runs[kind].append({"seed": s, **verdict(rows, method)})
         if fedavg:
             rows = run(out, f"gate-fedavg-s{s}", [*common, "--method", "serial,fedavg",
                                                    "--workers", "2", "--threads", "1",
@@ -140,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-fedavg", dest="fedavg", action="store_false")
     p.add_argument("--no-sound", dest="sound", action="store_false",
                    help="run only the lossy fraction (a second plant beside a full run)")
+    p.add_argument("--method", default="serial_flip",
+                   help="the degraded method: serial_flip (networks) or forest_flip (forests)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--runs", type=Path, default=None, help="where runs are kept (OUT/runs)")
     args = p.parse_args(argv)
@@ -154,12 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     started, load = datetime.now(timezone.utc), os.getloadavg()[0]
     fraction, scanned = scan(runs_dir, args.workload, args.profile, entry,
                              [float(f) for f in args.fractions.split(",")],
-                             range(first, first + args.scan_seeds), args.drop)
+                             range(first, first + args.scan_seeds), args.drop, args.method)
     if fraction is None:
         print(f"no fraction costs {args.drop} of serial's quality: nothing lossy to gate")
         return 1
     runs = gate(runs_dir, args.workload, args.profile, range(first, first + args.seeds),
-                fraction, args.fedavg, args.sound)
+                fraction, args.fedavg, args.sound, args.method)
     rates = {kind: {"passed": sum(r["status"] == "ok" for r in rs), "runs": len(rs),
                     "reached": sum(bool(r["reached"]) for r in rs)}
              for kind, rs in runs.items() if rs}

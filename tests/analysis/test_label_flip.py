@@ -51,3 +51,34 @@ def test_no_flipped_labels_pass_and_mostly_wrong_labels_fail_in_the_cli(tmp_path
     gap = wrong["quality"]["value"] - serial["quality"]["value"]
     assert wrong["parity"]["status"] == "failed" and gap < -wrong["parity"]["tolerance"]
     assert f"FAILED {gap:+.3f}" in table
+
+
+def test_a_forest_is_judged_paired_by_seed_in_the_cli_both_ways(tmp_path: Path) -> None:
+    """random_forest at quick, whose shipped entry holds the paired spread: another sound
+    forest of the same data passes, stating the paired power; one fitted on 35 % wrong labels
+    (about 0.05 lost) fails, in ``parabench run`` itself."""
+    def forest(fraction: float) -> tuple[dict, dict, str]:
+        out = tmp_path / f"forest-{fraction}.jsonl"
+        env = {**os.environ, "PARABENCH_PLUGINS": "label_flip",
+               "PARABENCH_FLIP_FRACTION": str(fraction), "PARABENCH_WINDOWS": "2",
+               "PARABENCH_WINDOW_S": "0.05", "PYTHONPATH": os.pathsep.join(
+                   [str(ROOT / "tests" / "plugins"), str(ROOT / "src")])}
+        done = subprocess.run([sys.executable, "-m", "parabench", "run", "--workload",
+                               "random_forest", "--method", "serial,forest_flip", "--profile",
+                               "quick", "--target-quality", "--seed", "1", "--out", str(out)],
+                              env=env, capture_output=True, text=True, timeout=600)
+        rows = {r["method"]: r for r in map(json.loads, out.read_text().splitlines())}
+        assert set(rows) == {"serial", "forest_flip"}, done.stdout + done.stderr
+        return rows["serial"], rows["forest_flip"], done.stdout
+
+    serial, sound, table = forest(0.0)
+    assert sound["extra"]["flipped_labels"] == 0
+    assert sound["quality"]["value"] != serial["quality"]["value"]  # another forest
+    parity = sound["parity"]
+    assert parity["status"] == "ok" and parity["power_note"] == "paired by seed"
+    assert parity["detectable_loss"] < 0.02
+    assert f"ok, blind <{blind_text(parity['detectable_loss'])} (paired by seed)" in table
+    serial, lossy, table = forest(0.35)
+    gap = lossy["quality"]["value"] - serial["quality"]["value"]
+    assert lossy["parity"]["status"] == "failed" and gap < -0.03
+    assert f"FAILED {gap:+.3f}" in table

@@ -19,19 +19,25 @@ The fraction is read from the environment, as ``slow_steps`` reads its slowdown:
 option would be part of the case's identity, and the point is the same case, degraded.
 ``serial_flip2`` is the same with its own fraction (``PARABENCH_FLIP_FRACTION2``, default
 0.6), so one run holds a clean and a degraded method beside one serial baseline.
+
+``forest_flip`` is the estimator's twin: serial's forest fitted with ``random_state`` = its
+training seed + 1 (another forest of the same data, as a sound statistical forest is) on
+training labels of which the same seeded fraction is flipped. At fraction 0 it is the A/A
+case of a forest verdict paired by seed; above it, the planted fault
+(``python scripts/quality_gate_power.py --workload random_forest --method forest_flip``).
 """
 
 from __future__ import annotations
 
 import os
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from parabench.config import RunConfig
 from parabench.method import Session
-from parabench.methods.serial import Serial
+from parabench.methods.serial import Serial, SerialEstimatorSession
 from parabench.registry import methods
 from parabench.torch.local import SerialTorchSession
-from parabench.workload import TorchWorkload, Workload
+from parabench.workload import Dataset, EstimatorWorkload, TorchWorkload, Workload
 
 FRACTION_ENV = "PARABENCH_FLIP_FRACTION"
 DEFAULT_FRACTION = 0.3
@@ -95,3 +101,38 @@ class SerialFlip2(SerialFlip):
     name: ClassVar[str] = "serial_flip2"
     description: ClassVar[str] = "serial_flip at PARABENCH_FLIP_FRACTION2 (test plugin)"
     session_class: ClassVar[type[FlipSession]] = FlipSession2
+
+
+class ForestFlipSession(SerialEstimatorSession):
+    """Serial's forest from another ``random_state`` on partly flipped training labels."""
+
+    def fit(self, data: Dataset) -> Any:
+        import numpy as np
+
+        y = np.array(data.y_train, copy=True)
+        classes = int(y.max()) + 1
+        fraction = flip_fraction()
+        k = round(fraction * len(y)) if classes > 1 else 0
+        rng = np.random.default_rng(self.config.seed * 7919 + 17)
+        index = rng.permutation(len(y))[:k]
+        y[index] = (y[index] + rng.integers(1, max(classes, 2), k)) % classes
+        self.notes.update(flipped_labels=k, flip_fraction=fraction)
+        est = self.workload.build_estimator(self.config.profile, self.config.training_seed + 1,
+                                            self.n_jobs)
+        est.fit(data.x_train, y)
+        return est
+
+
+@methods.register
+class ForestFlip(Serial):
+    name: ClassVar[str] = "forest_flip"
+    description: ClassVar[str] = ("serial's forest, another random_state, a fraction of labels "
+                                  "flipped (test plugin)")
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    families: ClassVar[frozenset[str]] = frozenset({"estimator"})
+    parity: ClassVar[str] = "statistical"
+
+    def session(self, workload: Workload, config: RunConfig) -> Session:
+        if not isinstance(workload, EstimatorWorkload):
+            raise TypeError(f"{self.name} cannot train {type(workload).__name__}")
+        return ForestFlipSession(workload, config)
