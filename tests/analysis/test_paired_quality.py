@@ -22,7 +22,8 @@ pytestmark = pytest.mark.cpu
 SERIAL_Q = 0.83
 
 
-def _store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sd: float = 0.003) -> None:
+def _store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sd: float | None = 0.003) -> None:
+    tmp_path.mkdir(exist_ok=True)
     store = tmp_path / "T.json"
     entry = {"target": 0.82, "percentile": 10, "values": [0.83, 0.82, 0.84],
              "curves": [[0.83], [0.82], [0.84]], "seeds": [0, 1, 2], "epochs": 1,
@@ -60,7 +61,8 @@ def test_a_forest_within_the_paired_spread_passes_stating_it(
 def test_a_forest_losing_0_02_fails_paired_and_passed_unpaired(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lossy, serial = run("xgboost", SERIAL_Q - 0.02), run("serial", SERIAL_Q)
-    unpaired = assess(lossy, [serial])  # no entry: the seed spread's wider tolerance
+    _store(tmp_path / "a", monkeypatch, sd=None)  # an entry without the paired spread
+    unpaired = assess(lossy, [serial])  # the seed spread's wider tolerance
     assert unpaired is not None and unpaired.status == "ok" and unpaired.power_note is None
     _store(tmp_path, monkeypatch)
     parity = assess(lossy, [serial])
@@ -105,3 +107,14 @@ def test_a_network_is_paired_only_at_the_epochs_the_spread_was_measured() -> Non
     assert three is not None and three.status == "ok" and three.power_note is None
     sound = pair(5, 0.0)
     assert sound is not None and sound.status == "ok" and sound.detectable_loss < 0.02
+
+
+def test_a_network_stopped_at_a_target_is_not_judged_on_its_gap_there() -> None:
+    """In time-to-target mode a network's quality at the stop is just past the target, not
+    at the epochs the spread was measured: where neither the converged nor the reaching
+    verdict applies (serial did not reach it), the unpaired gap decides, as before."""
+    ttt = {"target": 0.99, "reached": False, "samples_to_target": None, "epochs_run": 5,
+           "max_epochs": 5, "best_quality": 0.915, "reason": "not reached"}
+    parity = assess(run("fedavg", 0.915, workload="cnn", epochs=5, ttt=ttt),
+                    [run("serial", 0.93, workload="cnn", epochs=5, ttt=ttt)])
+    assert parity is not None and parity.power_note is None and parity.basis == "quality"

@@ -166,8 +166,12 @@ def paired_verdict(result: Result, gap: float) -> dict[str, Any] | None:
     """The quality gap to the sweep's own serial at the same seed (the same data) within
     :data:`SPREAD_FACTOR` x the spread of two sound trainings of that data, where the entry
     measured it at the result's epochs
-    (:func:`~parabench.workloads.quality_targets.paired_spread`); None elsewhere."""
+    (:func:`~parabench.workloads.quality_targets.paired_spread`); None elsewhere, and for a
+    network stopped at a target (its converged or reaching verdict decides)."""
     assert result.quality is not None and result.quality.value is not None
+    ttt = result.time_to_target
+    if ttt is not None and ttt.target is not None and not _one_fit(result):
+        return None  # stopped at the target: its quality there is not at a measured epoch
     hib = result.quality.higher_is_better
     epochs = None if _one_fit(result) else result.epochs
     pair = paired_spread(result.workload, result.profile, epochs, *_data_device(result))
