@@ -68,8 +68,7 @@ def from_stores(paths: list[str], workload: str, profile: str, epoch: int | None
     """The paired spread of two calibrations of the same seeds (see the module doc)."""
     from parabench.workloads.targetstore import read_store
 
-    found = [read_store(Path(p))[workload][profile] for p in paths]
-    a, b = (x[-1] if isinstance(x, list) else x for x in found)  # a store's, or the table's
+    a, b = (_entry(read_store(Path(p)), workload, profile) for p in paths)
     e = epoch or a["epochs"]
     seeds = [s for s in a["seeds"] if s in b["seeds"]]
 

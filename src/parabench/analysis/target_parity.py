@@ -178,9 +178,8 @@ def paired_verdict(result: Result, gap: float) -> dict[str, Any] | None:
     if pair is None:
         return None
     baseline = result.quality.value + (-gap if hib else gap)
-    spread = pair.sd if hib else pair.sd / abs(baseline)
-    tol = parity_tolerance("statistical", baseline, hib, spread)
-    loss = detectable_loss(tol, spread, baseline, hib, paired=True)
+    spread, tol, loss = converged_bounds(ConvergedReference(
+        baseline, pair.sd, pair.pairs, pair.epochs, pair.source, paired=True), hib)
     ok = parity_holds(gap, tol)
     return {"status": "ok" if ok else "failed", "tolerance": tol,
             "spread": spread, "spread_source": pair.source, "detectable_loss": loss,
