@@ -22,6 +22,7 @@ from parabench.case import execute as execute_mod
 from parabench.case.result import Result
 from parabench.case.stopping import (
     DEFAULT_MAX_EPOCHS,
+    default_max_epochs,
     default_target,
     fallback_target,
     mid_epoch_from,
@@ -240,8 +241,11 @@ def test_resolving_targets() -> None:
     mlp = workloads.get("mlp")
     assert resolve(Epochs(4), mlp, "tiny") == Epochs(4)
     assert resolve(ToTarget(0.5, max_epochs=6), mlp, "tiny") == ToTarget(0.5, max_epochs=6)
+    # the cap: the measured budget where it is over the default (mlp quick's is 15)
+    budget = quality_target("mlp", "quick").epochs
+    assert budget > DEFAULT_MAX_EPOCHS and default_max_epochs(["mlp"], "quick") == budget
     assert resolve(ToTarget(), mlp, "quick") == ToTarget(default_target(mlp, "quick")[0],
-                                                          max_epochs=DEFAULT_MAX_EPOCHS)
+                                                          max_epochs=budget)
     with pytest.raises(StopError):
         ToTarget(float("nan"))
     assert reached(0.8, 0.8, True) and not reached(0.79, 0.8, True)

@@ -15,7 +15,10 @@ is what a statistical method's quality gate must tell a loss from: with a datase
 how hard each draw was and the binomial noise of a small held-out set hid losses several
 times larger (``docs/measurements.md``, "The quality gate's power"). Tiny holds out 8,192
 rows for the same reason; it trains on 2,048. Its hidden layers are 256 wide, not 64, for the
-same reason too: a narrow network lands on more varied solutions from seed to seed.
+same reason too: a narrow network lands on more varied solutions from seed to seed. Quick
+trains in batches of 256 (:data:`BATCH`), not 64: at 64 and this learning rate the
+optimizer's noise kept the held-out accuracy jumping from epoch to epoch, below where the
+network can go.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ SIZES: dict[str, tuple[int, int, int, int]] = {
 MIN_HIDDEN = 256
 #: the seed of the data draw, whatever the run's seed (module docstring)
 DATA_SEED = 0
+#: the default batch per profile (64 elsewhere): at quick, steps of 64 rows at this learning
+#: rate kept the held-out accuracy bouncing about 0.015 from epoch to epoch near 0.80, and
+#: the quality gate could not see a loss under 0.07; steps of 256 settle near 0.91 with a
+#: seed spread under 0.003 (module docstring)
+BATCH: dict[str, int] = {"quick": 256}
 
 
 def hidden_width(features: int) -> int:
@@ -50,9 +58,9 @@ def hidden_width(features: int) -> int:
 
 @workloads.register
 class MLP(TorchWorkload):
-    #: std of serial's held-out accuracy over seeds 0-4 (3 epochs, batch 64, 1 thread),
-    #: measured for the fedavg parity tests; sets the statistical parity margin
-    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.007, "quick": 0.012}
+    #: std of serial's held-out accuracy over seeds 0-4 (3 epochs, the default batch, 1
+    #: thread), measured for the fedavg parity tests; sets the statistical parity margin
+    seed_spread: ClassVar[dict[str, float]] = {"tiny": 0.007, "quick": 0.0046}
     name: ClassVar[str] = "mlp"
     tiny_epoch_guess_s: ClassVar[float | None] = 0.5
     smoke_rank: ClassVar[int | None] = 0
@@ -69,6 +77,9 @@ class MLP(TorchWorkload):
 
     def train_size(self, profile: str) -> int | None:
         return SIZES[profile][0]
+
+    def default_batch_size(self, profile: str) -> int | None:
+        return BATCH.get(profile, 64)
 
     def build_model(self, data: Dataset, seed: int) -> torch.nn.Module:
         import torch
