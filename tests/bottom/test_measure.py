@@ -228,3 +228,34 @@ def test_a_forked_family_reads_as_if_each_member_had_started_fresh() -> None:
     assert members - plain >= 62, (plain, members)  # the child's 64 MB copy, as if fresh
     assert abs(worker - plain) <= 6, (plain, worker)  # a forked worker: each page once
     assert abs(written[1] - written[0]) / 2**20 <= 8, written  # copies: nothing shared left
+
+
+def test_a_slow_memory_read_leaves_no_stretch_without_cpu_points(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner reads a case's cores over its speed windows from its CPU points; a PSS read
+    that takes long (a few hundred ms on a busy machine) once left a window span unreadable,
+    and the planted cores bug read "ok" in CI. The CPU points keep coming while it reads."""
+    import time
+
+    from parabench.core import measure
+
+    fast = measure.tree_memory
+
+    def slow_tree_memory(*args: object, **kwargs: object) -> measure.TreeMemory:
+        time.sleep(0.8)
+        return fast(*args, **kwargs)
+
+    monkeypatch.setattr(measure, "tree_memory", slow_tree_memory)
+    code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3: pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        with TreeSampler(proc.pid, pss_budget=0.5) as sampler:
+            t0 = time.perf_counter()
+            time.sleep(2.0)
+    finally:
+        proc.kill()
+        proc.wait()
+    spans = [[t0 + 0.1 * i, t0 + 0.1 * i + 0.3] for i in range(1, 16)]
+    readings = [sampler.cores_over(span, max_gap_s=0.2) for span in spans]
+    assert None not in readings, readings
+    assert sampler.peak_pss_mb is not None  # the slow reads did happen

@@ -280,6 +280,8 @@ class TreeSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="parabench-sampler", daemon=True)
+        self._cpu_thread = threading.Thread(target=self._run_cpu, name="parabench-cpu-sampler",
+                                            daemon=True)
 
     @property
     def peak_rss_mb(self) -> float:
@@ -344,7 +346,15 @@ class TreeSampler:
         return self._procs
 
     def sample(self) -> None:
+        """One pass of both readings: the tree's CPU seconds (a point for
+        :meth:`cores_over`), its RSS, and its PSS when the budget allows. Inside ``with``,
+        two threads take them apart (:meth:`_run_cpu`, :meth:`_run`)."""
         procs = self._tree()
+        self._read_cpu(procs)
+        self._read_memory(procs)
+
+    def _read_cpu(self, procs: list[psutil.Process]) -> None:
+        """Each process's CPU seconds so far, and their sum as a point at this instant."""
         with self._lock:
             for p in procs:
                 try:
@@ -355,6 +365,8 @@ class TreeSampler:
                     pass
             self._cpu_at.append((self._watch.t0 + self._watch.seconds(),
                                  sum(self._cpu.values())))
+
+    def _read_memory(self, procs: list[psutil.Process]) -> None:
         held = [p for p in procs if p.pid not in self._zygotes]  # a zygote is the case's copy
         self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(held))
         start = self._watch.seconds()
@@ -378,14 +390,28 @@ class TreeSampler:
         }
 
     def _run(self) -> None:
+        """The tree and its memory: a listing, and a PSS read over many processes, can take
+        a few hundred ms on a busy machine."""
         while not self._stop.is_set():
-            self.sample()
+            self._read_memory(self._tree())
+            self._stop.wait(self.interval_s)
+
+    def _run_cpu(self) -> None:
+        """The CPU points, in a thread of their own: a slow listing or PSS read in
+        :meth:`_run` would leave gaps between them wider than ``cores_over``'s ``max_gap_s``,
+        and a span of speed windows the runner cannot read (the reads wait on ``/proc``,
+        not on the interpreter)."""
+        while not self._stop.is_set():
+            self._read_cpu(self._procs)
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> TreeSampler:
+        self._procs = self._tree()  # the CPU thread's first points count the tree
         self._thread.start()
+        self._cpu_thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._cpu_thread.join()
