@@ -137,3 +137,15 @@ def test_paired_with_one_seed_is_a_usage_error(
                  "--paired"]) == 2
     assert "--paired needs --seeds 2 or more" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_an_estimator_is_calibrated_on_one_fit_and_says_so(tmp_path: Path) -> None:
+    store = tmp_path / "T.json"
+    proc = _parabench(["calibrate", "--workload", "random_forest", "--profile", "tiny",
+                       "--seeds", "2", "--targets", str(store)], tmp_path / "cache", tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "2 seed(s), one fit each (an estimator: --max-epochs does not apply)" in proc.stdout
+    assert "at most" not in proc.stdout.splitlines()[0]
+    (entry,) = read_store(store)["random_forest"]["tiny"]
+    assert entry["epochs"] == 1 and len(entry["values"]) == 2

@@ -157,7 +157,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     partial = store.with_name(store.name + ".partial.json")
     print(f"calibrating {args.workload} at {args.profile}: serial, {args.seeds} seed(s)"
           f"{', each at two training seeds' if args.paired else ''}, "
-          f"at most {args.max_epochs} epoch(s) each", flush=True)
+          f"{_each(args.workload, args.max_epochs)}", flush=True)
     entry = measure(args.workload, args.profile, seeds, args.max_epochs,
                     timeout_s=args.timeout, data_dir=args.data_dir, device=args.device,
                     partial=partial, say=lambda line: print(line, flush=True),
@@ -207,3 +207,12 @@ def _forget_partial(partial: Path, args: argparse.Namespace, epochs: int) -> Non
                              "entries": everything})
     else:
         partial.unlink(missing_ok=True)
+
+
+def _each(workload: str, max_epochs: int) -> str:
+    """What each seed trains: an estimator fits once, whatever ``--max-epochs`` says."""
+    from parabench.registry import workloads
+
+    if not workloads.get(workload).epochs_improve:
+        return "one fit each (an estimator: --max-epochs does not apply)"
+    return f"at most {max_epochs} epoch(s) each"
