@@ -54,7 +54,7 @@ from parabench.analysis.ratios import (
 )
 from parabench.analysis.stats import median_ci
 from parabench.case.lifecycle import StartedCase
-from parabench.core.measure import TreeSampler
+from parabench.core.sampler import TreeSampler
 from parabench.registry import workloads
 from parabench.sweep.bench import BASELINE_WINDOWS, BenchRun, timed_rounds
 from parabench.sweep.plan import BenchCase, bench_cases, skip_reason

@@ -7,7 +7,8 @@ import psutil
 import pytest
 
 from parabench.case.result import Result
-from parabench.core.measure import TreeSampler, pss_source, tree, tree_cpu_seconds, tree_memory
+from parabench.core.measure import pss_source, tree, tree_cpu_seconds, tree_memory
+from parabench.core.sampler import TreeSampler
 
 pytestmark = pytest.mark.cpu
 
@@ -237,15 +238,14 @@ def test_a_slow_memory_read_leaves_no_stretch_without_cpu_points(
     and the planted cores bug read "ok" in CI. The CPU points keep coming while it reads."""
     import time
 
-    from parabench.core import measure
+    from parabench.core import sampler as sampler_module
+    from parabench.core.measure import TreeMemory
 
-    fast = measure.tree_memory
-
-    def slow_tree_memory(*args: object, **kwargs: object) -> measure.TreeMemory:
+    def slow_tree_memory(*args: object, **kwargs: object) -> TreeMemory:
         time.sleep(0.8)
-        return fast(*args, **kwargs)
+        return tree_memory(*args, **kwargs)
 
-    monkeypatch.setattr(measure, "tree_memory", slow_tree_memory)
+    monkeypatch.setattr(sampler_module, "tree_memory", slow_tree_memory)
     code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3: pass\n"
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:

@@ -26,8 +26,8 @@ import pytest
 from parabench.case.audit import MIN_SPAN_S, audit, audited
 from parabench.case.isolate import _outside_cores
 from parabench.case.result import Result
-from parabench.core.measure import TreeSampler, _interpolated
 from parabench.core.records import Evidence, TimeToTarget, Window
+from parabench.core.sampler import TreeSampler, _interpolated
 from sweepdata import case
 
 pytestmark = [pytest.mark.cpu]

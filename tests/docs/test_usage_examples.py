@@ -222,12 +222,16 @@ SETUP: dict[str, str] = {
     "parabench.case.lifecycle": _WORKLOADS + (
         "from parabench.sweep.plan import bench_cases\n"
         "case = next(c for c in bench_cases() if c.id == 'mlp-serial-cpu-w1')"),
-    "parabench.case.machine": "import os\nfrom parabench.core.measure import TreeSampler\n"
+    "parabench.case.machine": "import os\nfrom parabench.core.sampler import TreeSampler\n"
                               "sampler = TreeSampler(os.getpid())\nsampler.sample()\n"
                               "env = dict(os.environ)\n"
                               "import dataclasses\n"
                               "result = type('R', (), {})()",
     "parabench.core.measure": "import subprocess, sys\n"
+                              "proc = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
+                              "pid = proc.pid\n"
+                              "start, end = 0.0, 1.0",
+    "parabench.core.sampler": "import subprocess, sys\n"
                               "proc = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
                               "pid = proc.pid\n"
                               "start, end = 0.0, 1.0",

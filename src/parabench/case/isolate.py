@@ -41,8 +41,8 @@ from parabench.case.stopping import salvage
 from parabench.config import RunConfig
 from parabench.core import prestart, rankfork
 from parabench.core.clock import Stopwatch
-from parabench.core.measure import TreeSampler
 from parabench.core.records import Machine
+from parabench.core.sampler import TreeSampler
 from parabench.core.tempdirs import SWEEP_DIR_ENV, sweep_dir
 from parabench.envinfo import THREAD_VARS, fingerprint, git_commit
 

@@ -33,7 +33,7 @@ then reports is what the result records. On CUDA each rank uses ``cuda:<LOCAL_RA
 
 Memory: ``peak_rss_mb`` is the sum over ranks of each process's own peak (``ru_maxrss``), an
 upper bound of the simultaneous peak. ``peak_pss_mb`` is the sum over ranks of each rank's
-sampled PSS peak (its own process tree, :class:`~parabench.core.measure.TreeSampler`): pages
+sampled PSS peak (its own process tree, :class:`~parabench.core.sampler.TreeSampler`): pages
 shared between ranks on one node count once, and a sum of per-rank peaks is again an upper
 bound of the simultaneous one; ``extra.peak_pss_source`` says whether every rank's PSS was
 readable. ``cpu_efficiency`` is left empty: one process cannot see the CPU time of ranks on

@@ -26,7 +26,7 @@ and the case's process-group kill reaches them.
 Memory reads as spawned ranks' would: the file the runner names (``PARABENCH_RANK_FORK``)
 lists the zygote (left out of the case's memory, as it holds nothing of its own) and the ranks;
 the runner's sampler counts the anonymous pages a rank still shares with the case in full, as
-a spawned rank holds its own copy of them (:class:`parabench.core.measure.TreeSampler`).
+a spawned rank holds its own copy of them (:class:`parabench.core.sampler.TreeSampler`).
 
 Only where nothing read at import differs from a spawned rank's: a torch process group
 (gloo), on the CPU (CUDA is initialised per process and is not forked here), the thread

@@ -45,7 +45,7 @@ class TorchrunGroup:
     def start(self) -> TorchrunGroup:
         import torch
 
-        from parabench.core.measure import TreeSampler
+        from parabench.core.sampler import TreeSampler
 
         self.sampler = TreeSampler(os.getpid()).__enter__()  # this rank's PSS peak
         watch = Stopwatch()
