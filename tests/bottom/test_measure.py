@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -259,3 +260,18 @@ def test_a_slow_memory_read_leaves_no_stretch_without_cpu_points(
     readings = [sampler.cores_over(span, max_gap_s=0.2) for span in spans]
     assert None not in readings, readings
     assert sampler.peak_pss_mb is not None  # the slow reads did happen
+
+
+def test_a_memory_only_sampler_keeps_the_peak_and_no_cpu_points() -> None:
+    """``cpu=False`` (a torchrun rank reading its own peak): no CPU thread in the process it
+    measures, so no cores over a span, and the memory peak as before."""
+    import threading
+    import time
+
+    with TreeSampler(os.getpid(), cpu=False) as sampler:
+        names = {t.name for t in threading.enumerate()}
+        t0 = time.perf_counter()
+        time.sleep(0.3)
+    assert "parabench-cpu-sampler" not in names and "parabench-sampler" in names
+    assert sampler.cores_over([t0, t0 + 0.2]) is None
+    assert sampler.peak_rss_mb > 0

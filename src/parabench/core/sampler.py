@@ -54,8 +54,8 @@ class TreeSampler:
     """Background sampler of a process tree: peak RSS and PSS sums, CPU time, every process seen."""
 
     def __init__(self, pid: int, interval_s: float = 0.05, pss_budget: float = 0.05,
-                 relist_s: float = 0.5, forked: bool = False, listing: Path | None = None
-                 ) -> None:
+                 relist_s: float = 0.5, forked: bool = False, listing: Path | None = None,
+                 cpu: bool = True) -> None:
         self.pid = pid
         # forked: the root was forked from a pre-started interpreter, its ranks maybe from its
         # copy, listed in ``listing`` (core.rankfork): PSS as if fresh, the copy left out
@@ -77,8 +77,10 @@ class TreeSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="parabench-sampler", daemon=True)
+        # cpu False: memory only, no CPU points (a rank reading its own peak inside training
+        # wakes no second thread there)
         self._cpu_thread = threading.Thread(target=self._run_cpu, name="parabench-cpu-sampler",
-                                            daemon=True)
+                                            daemon=True) if cpu else None
 
     @property
     def peak_rss_mb(self) -> float:
@@ -205,10 +207,12 @@ class TreeSampler:
     def __enter__(self) -> TreeSampler:
         self._procs = self._tree()  # the CPU thread's first points count the tree
         self._thread.start()
-        self._cpu_thread.start()
+        if self._cpu_thread is not None:
+            self._cpu_thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._cpu_thread.join()
+        if self._cpu_thread is not None:
+            self._cpu_thread.join()

@@ -47,7 +47,7 @@ class TorchrunGroup:
 
         from parabench.core.sampler import TreeSampler
 
-        self.sampler = TreeSampler(os.getpid()).__enter__()  # this rank's PSS peak
+        self.sampler = TreeSampler(os.getpid(), cpu=False).__enter__()  # this rank's PSS peak
         watch = Stopwatch()
         backend = default_backend(self.device)
         init_group(rank=self.rank, world_size=self.world_size, local_rank=self.local_rank,
