@@ -231,6 +231,9 @@ SETUP: dict[str, str] = {
                               "proc = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
                               "pid = proc.pid\n"
                               "start, end = 0.0, 1.0",
+    "parabench.sweep.costref": "from parabench.sweep.costplan import Plan\n"
+                               "own_rows = []\n"
+                               "plan = Plan(workload='mlp', method='ddp', workers=2)",
     "parabench.core.sampler": "import subprocess, sys\n"
                               "proc = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
                               "pid = proc.pid\n"

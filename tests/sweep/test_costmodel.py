@@ -211,9 +211,11 @@ def test_start_up_comes_only_from_rows_started_as_today_s_case_will_be(
     forest = row(fixed=3.0, workload="random_forest")  # never forked: plain rows serve it
     assert row_values(forest)["fixed"] == 3.0
     assert CostModel.fit([fresh, forked], M).prestart_s == 2.0
-    both = describe_plan(_cases(), previous=[], history=[fresh, forked], machine=M)
+    both = describe_plan(_cases(), previous=[], history=[fresh, forked], machine=M,
+                        reference=[])
     monkeypatch.setenv("PARABENCH_PRESTART", "0")
-    plain = describe_plan(_cases(), previous=[], history=[fresh, forked], machine=M)
+    plain = describe_plan(_cases(), previous=[], history=[fresh, forked], machine=M,
+                        reference=[])
     # serial's line: 1.0 s fixed + 2 + 0.5 + 5 forked, 4.0 s fixed + 7.5 started plainly
     assert "cnn/serial cpu w=1 t=2 bs=default r0  ~0m09s" in both
     assert "cnn/serial cpu w=1 t=2 bs=default r0  ~0m12s" in plain
@@ -332,17 +334,17 @@ def _cases() -> list[Case]:
 
 
 def test_the_dry_run_without_history_guesses_as_before() -> None:
-    text = describe_plan(_cases(), previous=[], history=[], machine=M)
+    text = describe_plan(_cases(), previous=[], history=[], machine=M, reference=[])
     assert "cnn/serial cpu w=1 t=2 bs=default r0  ~0m" in text and "?" in text
     assert "model" not in text and "±" not in text
     assert "estimated" in text and "guessed (no earlier results of these cases in --out)" in text
-    other = describe_plan(_cases(), previous=[], machine=M,
+    other = describe_plan(_cases(), previous=[], machine=M, reference=[],
                           history=[row(machine="Other CPU | 8 cores | no gpu")])
     assert other == text  # another machine's rows: as if none
 
 
 def test_the_dry_run_with_history_says_the_model_and_its_error() -> None:
-    text = describe_plan(_cases(), previous=[], history=HISTORY, machine=M)
+    text = describe_plan(_cases(), previous=[], history=HISTORY, machine=M, reference=[])
     serial, fsdp, _, total = text.splitlines()[1:]
     assert serial.endswith("~0m12s (model: 4 case(s) of this machine, 3 of this case)")
     assert "?" in fsdp and "guessed: start-up, windows" in fsdp
@@ -357,7 +359,7 @@ def test_the_dry_run_with_history_says_the_model_and_its_error() -> None:
 def test_the_out_files_results_count_once() -> None:
     ran = _result(wall=12.0)  # in --out and in the history: one case
     text = describe_plan(_cases()[:1], previous=[ran], history=[costs.cost_row(ran)],
-                         machine=M)
+                         machine=M, reference=[])
     assert "(model: 1 case(s) of this machine; guessed: epochs" in text  # an mlp ran
     assert "± ? (1 recorded case of this machine: too few to measure the error)" in text
 

@@ -25,6 +25,10 @@ ones (:data:`LEVELS`):
 - ``windows`` per case: by the case, then the method's median on the device; else
   :data:`DEFAULT_WINDOWS_S`.
 
+Where this machine has no row of the case itself, the shipped reference table's rows of it,
+scaled to this machine (:mod:`parabench.sweep.costref`), come before the coarser keys; the
+table's coarser keys come after this machine's, and before any declared guess.
+
 The counts are planned as the case will run (:func:`parabench.sweep.dryrun.planned`,
 :func:`counts`): its epochs, or in time-to-target mode the epochs to the target that recorded
 runs of the same trajectory took (the same workload, profile, target, seed and batch; one
@@ -58,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parabench.sweep.costplan import LEVELS, Plan, _Pool, counts, fallback_counts, row_plan
+from parabench.sweep.costref import Reference
 from parabench.sweep.costs import row_values
 
 __all__ = ["COMPONENTS", "CostModel", "Error", "Estimate", "Plan", "counts",
@@ -127,6 +132,11 @@ class Estimate:
         """The components whose cost no recorded run gave."""
         return [c for c in COMPONENTS if self.levels.get(c) == "guess"]
 
+    @property
+    def referenced(self) -> list[str]:
+        """The components whose cost came from the reference table, not this machine."""
+        return [c for c in COMPONENTS if self.levels.get(c) == "reference"]
+
 
 @dataclass(frozen=True)
 class Error:
@@ -152,12 +162,17 @@ class CostModel:
     factors: dict[str, float] = field(default_factory=dict)
     #: a sweep's pre-started interpreters' imports, once if any case forks (the rows' median)
     prestart_s: float = DEFAULT_PRESTART_S
+    #: the reference table scaled to this machine (:class:`parabench.sweep.costref.Reference`)
+    reference: Any = None
 
     @classmethod
     def fit(cls, rows: Iterable[dict[str, Any]], machine: str,
-            declared: Declared | None = None) -> CostModel:
+            declared: Declared | None = None,
+            reference: Iterable[dict[str, Any]] = ()) -> CostModel:
         """The model of the ok rows of ``machine`` among ``rows``; with ``declared``, its
-        guesses scaled to this machine (:func:`machine_factors`)."""
+        guesses scaled to this machine (:func:`machine_factors`); with ``reference`` (the
+        table's rows, :func:`parabench.sweep.costref.reference_rows`), that table before them."""
+
         mine = [r for r in rows if r.get("machine") == machine and r.get("status", "ok") == "ok"]
         model = cls(machine=machine, rows=mine, pools={c: _Pool() for c in LEVELS})
         for row in mine:
@@ -168,16 +183,22 @@ class CostModel:
         model.factors = machine_factors(mine, declared) if declared is not None else {}
         imports = [r["prestart_s"] for r in mine if r.get("prestart_s") is not None]
         model.prestart_s = statistics.median(imports) if imports else DEFAULT_PRESTART_S
+        model.reference = Reference.fit(reference, mine)
         return model
 
     def _unit(self, name: str, plan: Plan, left_out: dict[str, float] | None
               ) -> tuple[float, str, int] | None:
         """(median per unit, its level, how many rows) of component ``name``."""
         own = (left_out or {}).get(name)
-        for level, key, scaled in LEVELS[name]:
+        ref = self.reference
+        for i, (level, key, scaled) in enumerate(LEVELS[name]):
             without = None if own is None else (own * plan.used if scaled else own)
             if (found := self.pools[name].median(key(plan), without)) is not None:
                 return (found[0] / plan.used if scaled else found[0]), level, found[1]
+            if i == 0 and ref is not None and (table := ref.unit(name, plan, case_only=True)):
+                return table[0], table[1], 0  # the table's same case before coarser keys
+        if ref is not None and (table := ref.unit(name, plan)):
+            return table[0], table[1], 0
         return None
 
     def estimate(self, plan: Plan, left_out: dict[str, float] | None = None) -> Estimate:

@@ -14,7 +14,11 @@ gave is a declared guess, named, and the estimate marked ``?``), and the total a
 sweep's own overhead and says the model's leave-one-out error (``± 7 % (leave-one-out over
 41 recorded cases ...)``). The model replaces the median of earlier results of the same case: at
 its most specific key it is that case's own figures, with the counts the code plans now (an
-earlier run may have evaluated more often).
+earlier run may have evaluated more often). A case this machine has not recorded is
+estimated from the shipped reference table (:mod:`parabench.sweep.costref`: the default grid
+and the main job as they ran on the machine it names), scaled by the cases this machine has
+recorded, and marked ``*``; that error does not cover it, and the total says whether it was
+scaled.
 
 Where this machine recorded nothing, the estimate per case is the median wall time of earlier
 results of the same workload, method, device, workers, profile and epochs in the ``--out``
@@ -55,6 +59,7 @@ from parabench.sweep.costmodel import (
     Plan,
     fallback_counts,
 )
+from parabench.sweep.costref import reference_rows
 from parabench.sweep.costs import cost_row, merged, read_costs, this_machine
 
 #: seconds per case when nothing similar was measured before (2-core CPU, 3 epochs)
@@ -175,7 +180,8 @@ _SHOWN = {"fixed": "start-up", "train": "epochs", "evaluate": "evaluations",
 
 
 def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = False, *,
-                  history: Sequence[dict] | None = None, machine: str | None = None) -> str:
+                  history: Sequence[dict] | None = None, machine: str | None = None,
+                  reference: Sequence[dict] | None = None) -> str:
     """The dry run's text: a line per planned case with its estimate, and the total.
 
     With recorded cases of this machine (``history``, default the cost history
@@ -183,21 +189,25 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
     ``--out`` file), estimates come from :class:`~parabench.sweep.costmodel.CostModel` and the
     total says its leave-one-out error; without, from earlier results of the same cases in
     ``previous``, else the declared guesses (marked ``?``). ``machine``: this machine's
-    :func:`~parabench.sweep.costs.machine_key` (found when needed)."""
-    estimator = _estimator(previous, history, machine)
+    :func:`~parabench.sweep.costs.machine_key` (found when needed). ``reference``: the
+    reference table's rows (default the shipped one,
+    :func:`parabench.sweep.costref.reference_rows`), read for what this machine has not
+    recorded (marked ``*``)."""
+    estimator = _estimator(previous, history, machine, reference)
     done = {r.case_key() for r in previous if r.status == "ok"} if resume else set()
-    lines, total, guessed, runs = [], 0.0, 0, []
+    lines, total, marks, runs = [], 0.0, [], []
     for case in cases:
         if (line := _not_run(case, done)) is not None:
             lines.append(line)
             continue
-        seconds, how, was_guessed = estimator.estimate(case.config)
-        total, guessed = total + seconds, guessed + was_guessed
+        seconds, how, mark = estimator.estimate(case.config)
+        total = total + seconds
+        marks.append(mark)
         runs.append(case.config)
         lines.append(f"  run   {case.config.label()}  {how}")
     total += estimator.overhead(runs)
     skipped = sum(1 for c in cases if c.skip_reason is not None)
-    note = estimator.note(len(runs), guessed) if runs else ""
+    note = estimator.note(len(runs), marks.count("?"), marks.count("*")) if runs else ""
     lines.append(f"\n{len(cases)} case(s) planned: {len(runs)} to run, {skipped} skipped; "
                  f"estimated {_clock(total)}{note}. Nothing was run.")
     return "\n".join(["Planned cases:", *lines])
@@ -205,8 +215,9 @@ def describe_plan(cases: Sequence, previous: Sequence[Result], resume: bool = Fa
 
 def estimated_s(cases: Sequence, previous: Sequence[Result] = ()) -> tuple[float, bool]:
     """(seconds, partly guessed) of the cases that would run, as :func:`describe_plan`
-    totals them (the machine's cost model where it has recorded cases)."""
-    estimator = _estimator(previous, None, None)
+    totals them (the machine's cost model where it has recorded cases; partly guessed: a
+    part of some case is a declared guess or from the reference table)."""
+    estimator = _estimator(previous, None, None, None)
     configs = [c.config for c in cases if c.skip_reason is None]
     runs = [estimator.estimate(c) for c in configs]
     return (sum(r[0] for r in runs) + estimator.overhead(configs),
@@ -214,14 +225,19 @@ def estimated_s(cases: Sequence, previous: Sequence[Result] = ()) -> tuple[float
 
 
 def _estimator(previous: Sequence[Result], history: Sequence[dict] | None,
-               machine: str | None) -> _Modelled | _Earlier:
-    """The cost model fitted to this machine's recorded cases, else earlier results."""
+               machine: str | None, reference: Sequence[dict] | None
+               ) -> _Modelled | _Earlier:
+    """The cost model fitted to this machine's recorded cases and the reference table,
+    else earlier results."""
     rows = merged(list(read_costs()) if history is None else history,
                   (row for r in previous if (row := cost_row(r)) is not None))
+    table = reference_rows() if reference is None else reference
     model = None
-    if rows:
-        model = CostModel.fit(rows, machine or this_machine(), declared=declared_for)
-    return _Modelled(model) if model is not None and model.rows else _Earlier.of(previous)
+    if rows or table:
+        model = CostModel.fit(rows, machine or this_machine(), declared=declared_for,
+                              reference=table)
+    usable_model = model is not None and (model.rows or model.reference is not None)
+    return _Modelled(model) if usable_model else _Earlier.of(previous)
 
 
 def _not_run(case: Any, done: set) -> str | None:
@@ -240,16 +256,20 @@ class _Modelled:
 
     model: CostModel
 
-    def estimate(self, c: RunConfig) -> tuple[float, str, bool]:
+    def estimate(self, c: RunConfig) -> tuple[float, str, str]:
+        """(seconds, the case's text, its mark: ``?`` a declared guess in it, ``*`` a part
+        from the reference table, else empty)."""
         est = self.model.estimate(planned(c))
         what = (f"model: {len(self.model.rows)} case(s) of this machine"
                 + (f", {est.same} of this case" if est.same else ""))
+        if est.referenced:
+            what += "; reference table: " + ", ".join(_SHOWN[g] for g in est.referenced)
         if est.guessed:
             what += "; guessed: " + ", ".join(_SHOWN[g] for g in est.guessed)
             if fallback := undeclared(c):
                 what += f"; {fallback}"
-        return (est.seconds, f"~{_clock(est.seconds)}{'?' if est.guessed else ''} ({what})",
-                bool(est.guessed))
+        mark = "?" if est.guessed else "*" if est.referenced else ""
+        return est.seconds, f"~{_clock(est.seconds)}{mark} ({what})", mark
 
     def overhead(self, runs: Sequence[RunConfig]) -> float:
         """The sweep's own seconds beyond its cases: once, per case, and the pre-started
@@ -260,11 +280,20 @@ class _Modelled:
         return (SWEEP_OVERHEAD_S + CASE_OVERHEAD_S * len(runs)
                 + (self.model.prestart_s if forked else 0.0))
 
-    def note(self, runs: int, guessed: int) -> str:
-        err = self.model.error()
+    def note(self, runs: int, guessed: int, referenced: int = 0) -> str:
+        err, n = self.model.error(), len(self.model.rows)
         spread = (f" ± {err.median * 100:.0f} % (leave-one-out over {err.n} recorded cases of "
                   "this machine)" if err is not None else
-                  " ± ? (1 recorded case of this machine: too few to measure the error)")
+                  f" ± ? ({n} recorded case{'' if n == 1 else 's'} of this machine: too few to "
+                  "measure the error)")
+        if referenced and (ref := self.model.reference) is not None:
+            scaled = (f"scaled by this machine's newest of {ref.matched} recorded case(s) "
+                      "it also holds"
+                      if ref.matched else "not scaled: this machine has recorded none of its "
+                      "cases, so they are that machine's times")
+            spread += (f"; {referenced} partly from the reference table (marked *: "
+                       f"{', '.join(ref.machines)}, {ref.recorded}; {scaled}), which that "
+                       "error does not cover")
         return spread + (f"; {guessed} partly guessed (marked ?), which that error does not "
                          "cover" if guessed else "")
 
@@ -284,17 +313,17 @@ class _Earlier:
                 history[CaseId.recorded(r).history].append(r.wall_s)
         return cls(history)
 
-    def estimate(self, c: RunConfig) -> tuple[float, str, bool]:
+    def estimate(self, c: RunConfig) -> tuple[float, str, str]:
         if past := self.history.get(c.key().history):
             est = statistics.median(past)
-            return est, f"~{_clock(est)}", False
+            return est, f"~{_clock(est)}", ""
         est, fallback = guess_s(c), undeclared(c)
-        return est, f"~{_clock(est)}?" + (f" ({fallback})" if fallback else ""), True
+        return est, f"~{_clock(est)}?" + (f" ({fallback})" if fallback else ""), "?"
 
     def overhead(self, runs: Sequence[RunConfig]) -> float:
         return 0.0
 
-    def note(self, runs: int, guessed: int) -> str:
+    def note(self, runs: int, guessed: int, referenced: int = 0) -> str:
         if guessed == runs:
             return "; guessed (no earlier results of these cases in --out)"
         if guessed:
