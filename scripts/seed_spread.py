@@ -15,7 +15,7 @@ seeds, the epochs, and the command and date that produced it, in
 ``src/parabench/workloads/seed_spread.json`` under its workload, profile and epochs. Entries
 not measured by this invocation are kept as they were. Statistical parity reads this table
 (:mod:`parabench.workloads.spread`). The seed changes the model's initial weights and the
-batch order, and the data draw where the workload seeds it (mlp draws one dataset for every
+batch order, and the data draw where the workload seeds it (mlp and gpt draw one dataset for every
 seed), so the spread is what "running another seed" moves quality by.
 
 Not a timing: the machine's load does not matter, only the qualities are used.

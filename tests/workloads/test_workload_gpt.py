@@ -63,11 +63,15 @@ def test_sequences_are_a_markov_span_a_marker_and_the_span_again() -> None:
         assert (copied == np.resize(span, len(copied))).all()
 
 
-def test_same_seed_same_bytes_and_held_out_sequences_are_new() -> None:
+def test_every_seed_trains_on_the_same_data_from_its_own_weights() -> None:
+    """The seed draws the weights (and the batch order), not the data: serial's spread over
+    seeds is its training's; held-out sequences are not among the training ones."""
     wl = workloads.get("gpt")
-    a, b, c = wl.make_data("tiny", 0), wl.make_data("tiny", 0), wl.make_data("tiny", 1)
+    a, b = wl.make_data("tiny", 0), wl.make_data("tiny", 1)
     assert a.x_train.tobytes() == b.x_train.tobytes() and a.y_test.tobytes() == b.y_test.tobytes()
-    assert a.x_train.tobytes() != c.x_train.tobytes()
+    first = [p.detach().clone() for p in wl.build_model(a, 0).parameters()]
+    other = list(wl.build_model(a, 1).parameters())
+    assert any(not (x == y).all() for x, y in zip(first, other, strict=True))
     train = {row.tobytes() for row in a.x_train}
     assert not any(row.tobytes() in train for row in a.x_test)
 

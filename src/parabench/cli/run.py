@@ -116,7 +116,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=positive_int, default=1,
                    help="repeats per case (default: 1)")
     p.add_argument("--seed", type=int, default=0,
-                   help="model, batch-order and data seed (mlp's data are the same at "
+                   help="model, batch-order and data seed (mlp's and gpt's data are the same at "
                         "every seed) (default: 0)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="per-case timeout in seconds (default: 600)")
