@@ -163,7 +163,7 @@ class CostModel:
     #: a sweep's pre-started interpreters' imports, once if any case forks (the rows' median)
     prestart_s: float = DEFAULT_PRESTART_S
     #: the reference table scaled to this machine (:class:`parabench.sweep.costref.Reference`)
-    reference: Any = None
+    reference: Reference | None = None
 
     @classmethod
     def fit(cls, rows: Iterable[dict[str, Any]], machine: str,
@@ -172,7 +172,6 @@ class CostModel:
         """The model of the ok rows of ``machine`` among ``rows``; with ``declared``, its
         guesses scaled to this machine (:func:`machine_factors`); with ``reference`` (the
         table's rows, :func:`parabench.sweep.costref.reference_rows`), that table before them."""
-
         mine = [r for r in rows if r.get("machine") == machine and r.get("status", "ok") == "ok"]
         model = cls(machine=machine, rows=mine, pools={c: _Pool() for c in LEVELS})
         for row in mine:
