@@ -29,9 +29,10 @@ The data are the same at every ``--seed`` (drawn by :data:`DATA_SEED`, as mlp's)
 draws the initial weights and the batch order. So serial's seed-to-seed spread is its
 training's, which is what a statistical method's quality gate must tell a loss from: with a
 chain per seed, how predictable each chain was moved the plateau from seed to seed. Quick
-trains in batches of 32 (its :class:`Size`), not 64: twice the steps an epoch, so every seed
-has learned to copy and levelled off within the calibrated budget (at 64, seeds still rose
-0.01-0.02 an epoch at epoch 12, each learning to copy at its own epoch).
+trains in batches of 32 (its :class:`Size`), not 64: twice the steps an epoch, so attention
+learns to copy in fewer epochs. Each seed still learns it at its own epoch, so serial's
+spread at the calibrated quick budget stays wide (docs/measurements.md, "Default quality
+targets (quick profile, #41)").
 
 The optimizer is AdamW, as transformers are trained. Adam's step is blind to a uniform
 gradient scale, so a gradient summed instead of averaged over ranks shows in the trajectory
