@@ -158,5 +158,10 @@ def test_the_dry_run_names_a_guess_nobody_declared(monkeypatch: pytest.MonkeyPat
     assert guess_s(cfg) == FALLBACK_STARTUP_S + 0.5
     assert undeclared(cfg) == "unguessed declares no startup_guess_s: 8 s assumed"
     assert undeclared(cfg.replace(method="serial")) is None
-    text = describe_plan([Case(config=cfg)], previous=[], history=[])  # nothing recorded
+    # nothing recorded, no reference table: the declared guesses alone
+    text = describe_plan([Case(config=cfg)], previous=[], history=[], reference=[])
     assert "(unguessed declares no startup_guess_s: 8 s assumed)" in text
+    # the shipped table holds no such method: its start-up is still the named fallback
+    text = describe_plan([Case(config=cfg)], previous=[], history=[])
+    assert "guessed: start-up" in text
+    assert "; unguessed declares no startup_guess_s: 8 s assumed)" in text
