@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from parabench.sweep.costplan import LEVELS, Plan, _Pool, counts, fallback_counts, row_plan
+from parabench.sweep.costplan import LEVELS, Plan, _Pool, counts, fallback_counts, pooled, row_plan
 from parabench.sweep.costref import Reference
 from parabench.sweep.costs import row_values
 
@@ -173,12 +173,7 @@ class CostModel:
         guesses scaled to this machine (:func:`machine_factors`); with ``reference`` (the
         table's rows, :func:`parabench.sweep.costref.reference_rows`), that table before them."""
         mine = [r for r in rows if r.get("machine") == machine and r.get("status", "ok") == "ok"]
-        model = cls(machine=machine, rows=mine, pools={c: _Pool() for c in LEVELS})
-        for row in mine:
-            plan = row_plan(row)
-            for name, value in row_values(row).items():
-                for _, key, scaled in LEVELS[name]:
-                    model.pools[name].add(key(plan), value * plan.used if scaled else value)
+        model = cls(machine=machine, rows=mine, pools=pooled(mine))
         model.factors = machine_factors(mine, declared) if declared is not None else {}
         imports = [r["prestart_s"] for r in mine if r.get("prestart_s") is not None]
         model.prestart_s = statistics.median(imports) if imports else DEFAULT_PRESTART_S

@@ -16,9 +16,11 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from parabench.sweep.costs import row_values
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,3 +196,15 @@ class _Pool:
 
         mid = (n - 1) // 2
         return (at(mid) if n % 2 else (at(mid) + at(mid + 1)) / 2), n
+
+
+def pooled(rows: Iterable[dict[str, Any]]) -> dict[str, _Pool]:
+    """Each component's per-unit costs in ``rows`` (:func:`row_values`), pooled under every
+    key of :data:`LEVELS` (a scaled level's value times the cores the case used)."""
+    pools = {c: _Pool() for c in LEVELS}
+    for row in rows:
+        plan = row_plan(row)
+        for name, value in row_values(row).items():
+            for _, key, scaled in LEVELS[name]:
+                pools[name].add(key(plan), value * plan.used if scaled else value)
+    return pools

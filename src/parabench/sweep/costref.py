@@ -29,15 +29,14 @@ the target and evaluations per epoch are not scaled: they are the code's, not th
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parabench.sweep.costplan import LEVELS, _Pool, row_plan
-from parabench.sweep.costs import row_values, usable
+from parabench.sweep.costplan import LEVELS, pooled, row_plan
+from parabench.sweep.costs import read_costs, row_values
 
 #: the shipped table, beside this module
 REFERENCE_FILE = Path(__file__).with_name("reference_costs.jsonl")
@@ -48,21 +47,9 @@ FACTOR_ROWS = 20
 
 
 def reference_rows(path: Path | None = None) -> list[dict[str, Any]]:
-    """The table's rows (none where the file is missing or unreadable; a torn line is
-    skipped)."""
-    try:
-        text = (path or REFERENCE_FILE).read_text(errors="replace")
-    except OSError:
-        return []
-    rows = []
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if usable(row) and row.get("status", "ok") == "ok":
-            rows.append(row)
-    return rows
+    """The table's ok rows, read as the cost history is (:func:`read_costs`: none where the
+    file is missing or unreadable; a torn line is skipped)."""
+    return [r for r in read_costs(path or REFERENCE_FILE) if r.get("status", "ok") == "ok"]
 
 
 @dataclass(kw_only=True)
@@ -93,14 +80,10 @@ class Reference:
             ) -> Reference | None:
         """The table of ``rows`` scaled to the machine of ``own`` (its history rows); None
         without rows."""
-        ref = cls(rows=list(rows), pools={c: _Pool() for c in LEVELS})
-        if not ref.rows:
+        table = list(rows)
+        if not table:
             return None
-        for row in ref.rows:
-            plan = row_plan(row)
-            for name, value in row_values(row).items():
-                for _, key, scaled in LEVELS[name]:
-                    ref.pools[name].add(key(plan), value * plan.used if scaled else value)
+        ref = cls(rows=table, pools=pooled(table))
         ratios: dict[str, list[float]] = {c: [] for c in SCALED}
         matched = set()
         for row in sorted(own, key=lambda r: str(r.get("t", ""))):
