@@ -116,7 +116,8 @@ class GPT(TorchWorkload):
     lr: ClassVar[float] = 3e-3
     #: serial, quick profile, 3 epochs in batches of 64 (docs/measurements.md; taken on a busy
     #: machine, which moves the time, not the quality): the fallback --target-quality's basis,
-    #: read only at a profile with no measured target (full, which keeps batches of 64)
+    #: read only where no target was measured (full, which keeps batches of 64, or a text of
+    #: one's own not yet calibrated)
     reference_quality: ClassVar[float | None] = 0.38
 
     #: profile -> size (a subclass brings its own table: gpt2)
