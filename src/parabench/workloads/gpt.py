@@ -30,9 +30,10 @@ draws the initial weights and the batch order. So serial's seed-to-seed spread i
 training's, which is what a statistical method's quality gate must tell a loss from: with a
 chain per seed, how predictable each chain was moved the plateau from seed to seed. Quick
 trains in batches of 16 (its :class:`Size`), not 64 as full does: four times the steps an
-epoch at the same learning rate, so most seeds learn to copy within the first epochs. Some
-still learn it later than others, so serial's spread at the calibrated quick budget is
-narrower than at batch 32 but still wider than a 0.02 converged check needs
+epoch at the same learning rate, so most seeds learn to copy within the first epochs. The
+curves rise in two steps, and some seeds pause between them at different epochs, so serial's
+spread at the calibrated quick budget is narrower than at batch 32 but still wider than a
+0.02 converged check needs
 (docs/measurements.md, "Default quality targets (quick profile, #41)").
 
 The optimizer is AdamW, as transformers are trained. Adam's step is blind to a uniform
