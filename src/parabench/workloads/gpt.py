@@ -33,8 +33,8 @@ trains in batches of 16 (its :class:`Size`), not 64 as full does: four times the
 epoch at the same learning rate, so most seeds learn to copy within the first epochs. The
 curves rise in two steps, and some seeds pause between them at different epochs, so serial's
 spread at the calibrated quick budget is narrower than at batch 32 but still wider than a
-0.02 converged check needs
-(docs/measurements.md, "Default quality targets (quick profile, #41)").
+0.02 converged check needs (docs/measurements.md, "Default quality targets (quick profile,
+#41)").
 
 The optimizer is AdamW, as transformers are trained. Adam's step is blind to a uniform
 gradient scale, so a gradient summed instead of averaged over ranks shows in the trajectory
