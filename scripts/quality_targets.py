@@ -7,6 +7,7 @@ Usage::
     python scripts/quality_targets.py --profile tiny --workload cnn --seeds 3 --dry-run
     python scripts/quality_targets.py --profile tiny --epochs 24 --seeds 20 --workload mlp
     python scripts/quality_targets.py --profile quick --workload cnn --from-store T.json
+    python scripts/quality_targets.py --profile quick --workload gpt --preview a.json b.json
 
 For each workload it runs ``serial`` (1 worker, 1 thread) once per seed through the real
 harness (:func:`parabench.sweep.calibrate.measure`, which ``parabench calibrate`` uses too:
@@ -39,6 +40,14 @@ current code, synthetic data and the CPU, keeping their own command and date and
 ``shipped_by`` (this command). The quick entries come this way: a calibration is resumable
 and its budget is where the curves stop rising, where this script's is a fixed count.
 
+``--preview PARTIAL ...`` measures and writes nothing: it reads the finished seeds of one
+workload that ``parabench calibrate`` (or :func:`~parabench.sweep.calibrate.measure`, run as
+several processes, each with its own partial file) has kept so far, for the current code,
+synthetic data and the CPU, and prints the entry they would make (the budget and its rule,
+the target), each epoch's median and std over the seeds, and the power they would state
+(:func:`~parabench.sweep.calibrate.power_lines`). A preview from a few seeds can read far
+narrower than the whole calibration: a slow seed still to come widens it.
+
 Not a timing: the machine's load does not matter, only the qualities are used.
 """
 
@@ -47,13 +56,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import statistics
 import sys
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from parabench.registry import workloads
-from parabench.sweep.calibrate import measure
+from parabench.sweep.calibrate import measure, partial_key, power_lines, summarize
 from parabench.workloads.quality_targets import TABLE
 from parabench.workloads.targetstore import current_version, matches, read_store
 
@@ -89,6 +99,44 @@ def calibrated(store: Path, workload: str, profile: str) -> dict[str, Any]:
     return found[-1]
 
 
+def preview(partials: list[Path], workload: str, profile: str,
+            say: Any = print) -> dict[str, Any]:
+    """The entry the finished seeds in ``partials`` would make (see the module's docstring),
+    printed with their per-epoch median and std and their power; returned, written nowhere."""
+    runs: dict[int, dict[str, Any]] = {}
+    found: set[int] = set()
+    for path in partials:
+        for key, seeds in read_store(path).items():
+            *head, max_epochs = key.split("|")
+            if (max_epochs.isdigit()
+                    and key == partial_key(workload, profile, None, "cpu", int(max_epochs))):
+                found.add(int(max_epochs))
+                runs.update((int(s), r) for s, r in seeds.items())
+    if not runs:
+        raise SystemExit(f"{', '.join(map(str, partials))}: no finished seed of {workload} at "
+                         f"{profile} on synthetic data, cpu, version "
+                         f"{current_version(workload)}")
+    if len(found) > 1:
+        raise SystemExit(f"the partial files hold runs of {workload} at {profile} to different "
+                         f"maximum epochs ({sorted(found)}); preview one maximum at a time")
+    seeds = sorted(runs)
+    entry = summarize([runs[s] for s in seeds], seeds, found.pop(),
+                      workloads.get(workload).quality.higher_is_better, plateau=True)
+    entry.update(workload=workload, profile=profile, command="preview", date="-")
+    say(f"{workload} {profile}: {len(seeds)} seed(s) ({', '.join(map(str, seeds))}); budget "
+        f"{entry['epochs']} of {entry['max_epochs']} ({entry['budget_rule']}); target "
+        f"{entry['target']:.4g}")
+    say("epoch  median  std")
+    for epoch in range(1, entry["max_epochs"] + 1):
+        values = [c[epoch - 1] for c in entry["curves_run"]
+                  if len(c) >= epoch and c[epoch - 1] is not None]
+        std = f"{statistics.stdev(values):.4f}" if len(values) > 1 else "-"
+        say(f"{epoch:5d}  {statistics.median(values):.4f}  {std}")
+    for line in power_lines(entry, "preview"):
+        say(line)
+    return entry
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -100,9 +148,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="measure, print, write nothing")
     p.add_argument("--from-store", type=Path, default=None, metavar="FILE",
                    help="ship parabench calibrate's entries from FILE; measure nothing")
+    p.add_argument("--preview", type=Path, nargs="+", default=None, metavar="PARTIAL",
+                   help="print the entry the finished seeds in these partial files would "
+                        "make (one --workload); measure and write nothing")
     p.add_argument("--table", type=Path, default=TABLE, help=argparse.SUPPRESS)  # tests
     args = p.parse_args(argv)
     names = args.workload.split(",") if args.workload else workloads.names()
+    if args.preview is not None:
+        if len(names) != 1:
+            p.error("--preview reads one workload: give --workload NAME")
+        preview(args.preview, names[0], args.profile)
+        return 0
     epochs = args.epochs or BUDGET[args.profile]
     command = " ".join(["python scripts/quality_targets.py", *map(shlex.quote, argv)])
     for name in names:

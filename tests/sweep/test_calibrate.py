@@ -280,3 +280,34 @@ def test_the_script_ships_the_current_calibrated_entry_and_nothing_else(tmp_path
         script.main(["--profile", "quick", "--workload", "cnn", "--from-store", str(store),
                      "--table", str(table)])
     assert list(json.loads(table.read_text())["entries"]) == ["mlp"]  # nothing else written
+
+
+def test_the_script_previews_partial_files_as_the_finished_calibration_would(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from script_module import load_script
+
+    script = load_script("quality_targets")
+
+    def fake(workload: str, profile: str, seed: int, epochs: int, *rest: Any) -> dict:
+        q = 0.8 + 0.01 * seed
+        return {"final": q, "curve": [q - 0.3, q - 0.01, q, q], "evals": [[100, q]],
+                "samples_per_epoch": 100}
+
+    # two processes, each with its own partial file, as a calibration split in halves runs
+    halves = [tmp_path / "a.partial.json", tmp_path / "b.partial.json"]
+    for seeds, partial in zip([[0, 1], [2, 3, 4]], halves, strict=True):
+        measure("mlp", "tiny", seeds, 4, partial=partial, say=lambda _: None, run_seed=fake)
+    whole = measure("mlp", "tiny", [0, 1, 2, 3, 4], 4, say=lambda _: None, run_seed=fake)
+    args = ["--profile", "tiny", "--workload", "mlp", "--preview", *map(str, halves)]
+    assert script.main(args) == 0
+    out = capsys.readouterr().out
+    assert f"budget {whole['epochs']} of 4" in out and f"target {whole['target']:.4g}" in out
+    assert "5 seed(s) (0, 1, 2, 3, 4)" in out and "power with 5 seeds" in out
+    finals = [0.8 + 0.01 * s for s in range(5)]
+    assert f"    4  {statistics.median(finals):.4f}  {statistics.stdev(finals):.4f}" in out
+    # a half from another maximum is refused; a file without the workload's seeds says so
+    measure("mlp", "tiny", [5], 3, partial=halves[1], say=lambda _: None, run_seed=fake)
+    with pytest.raises(SystemExit, match="different maximum epochs"):
+        script.main(args)
+    with pytest.raises(SystemExit, match="no finished seed of cnn at tiny"):
+        script.main(["--profile", "tiny", "--workload", "cnn", "--preview", str(halves[0])])
