@@ -41,6 +41,24 @@ def test_a_curve_flat_from_epoch_3_gets_3() -> None:
     assert budget == 3 and "within one seed std" in rule and "still rising" not in rule
 
 
+def test_a_slow_seed_still_rising_holds_the_budget_until_the_target_s_tail_levels_off(
+        ) -> None:
+    """Nine seeds level off at epoch 3, a tenth climbs until epoch 6: the median is flat from
+    3, but the 10th percentile (where the target is taken) rises past the seed noise until
+    the slow seed arrives, so the budget waits for it (and the spread at the budget is the
+    plateau's, not the climb's)."""
+    fast = [[0.50, 0.80, 0.90 + 0.002 * i, 0.90 + 0.002 * i, 0.90 + 0.002 * i,
+             0.90 + 0.002 * i, 0.90 + 0.002 * i] for i in range(9)]
+    slow = [0.40, 0.60, 0.70, 0.75, 0.80, 0.897, 0.898]
+    budget, rule = plateau_budget([*fast, slow], higher_is_better=True)
+    assert budget == 6 and "median and 10th percentile" in rule
+    # the same slow seed mirrored for a lower-is-better metric: the 90th percentile holds it
+    mirror = [[1 - q for q in c] for c in [*fast, slow]]
+    assert plateau_budget(mirror, higher_is_better=False) == (6, rule.replace("10th", "90th"))
+    # and without it, the nine level off at 3
+    assert plateau_budget(fast, higher_is_better=True)[0] == 3
+
+
 def test_a_lower_is_better_curve_is_mirrored() -> None:
     falling = [[1.0, 0.5, 0.20, 0.20, 0.21], [1.1, 0.6, 0.21, 0.20, 0.20],
                [0.9, 0.5, 0.20, 0.21, 0.21]]

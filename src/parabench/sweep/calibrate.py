@@ -4,7 +4,7 @@ Usage::
 
     from parabench.sweep.calibrate import plateau_budget
     plateau_budget([[0.5, 0.8, 0.9, 0.9], [0.6, 0.82, 0.91, 0.9]], higher_is_better=True)
-    # (3, "the first epoch whose median over 2 seeds is within one seed std ...")
+    # (3, "the first epoch whose median and 10th percentile over 2 seeds are within ...")
     # measure("tiny_logreg", "tiny", seeds=[0, 1, 2], max_epochs=8, partial=path) -> entry
 
 ``parabench calibrate`` (:mod:`parabench.cli.calibrate`) and ``scripts/quality_targets.py``
@@ -14,15 +14,15 @@ isolated), in time-to-target mode against an unreachable target, so held-out qua
 evaluated during every epoch and each epoch's last evaluation is the seed's curve.
 
 The epoch budget (``plateau=True``, calibrate's) is where serial's curves stop rising beyond
-their seed noise (:func:`plateau_budget`), within the maximum run (``max_epochs``); the
-script keeps a fixed budget (``plateau=False``: every seed's last epoch). An estimator, which
-refits the same model every epoch, gets one epoch (one fit). The target is the 10th percentile
-(numpy's linear interpolation) over seeds of serial's quality at the budget's last epoch
-(90th for a lower-is-better metric). The entry keeps the shipped table's fields (target,
-percentile, values, curves, seeds, epochs, ...) and adds ``samples_to_target`` per seed (the
-samples trained up to the first evaluation at the target, None where none within the
-budget), ``budget_rule`` (the rule and its figures, in words), the code, data and device the
-entry is valid for and the machine.
+their seed noise, the slow seeds' too (:func:`plateau_budget`), within the maximum run
+(``max_epochs``); the script keeps a fixed budget (``plateau=False``: every seed's last
+epoch). An estimator, which refits the same model every epoch, gets one epoch (one fit). The
+target is the 10th percentile (numpy's linear interpolation) over seeds of serial's quality
+at the budget's last epoch (90th for a lower-is-better metric). The entry keeps the shipped
+table's fields (target, percentile, values, curves, seeds, epochs, ...) and adds
+``samples_to_target`` per seed (the samples trained up to the first evaluation at the
+target, None where none within the budget), ``budget_rule`` (the rule and its figures, in
+words), the code, data and device the entry is valid for and the machine.
 
 Each finished seed is written at once to a partial file (``partial``), keyed by everything
 that defines the measurement; a rerun with the same key skips those seeds, so an interrupted
@@ -63,22 +63,31 @@ NEVER = 1e9
 
 def plateau_budget(curves: list[list[float | None]], higher_is_better: bool = True
                    ) -> tuple[int, str]:
-    """(budget, the rule in words): the first epoch at which the median over seeds of their
-    curves is within one seed standard deviation (the sample std over seeds of the last
-    epoch's qualities) of the median at the last epoch all seeds ran, mirrored for a
-    lower-is-better metric; with one seed, the last epoch (no noise to judge a plateau by)."""
+    """(budget, the rule in words): the first epoch at which both the median and the 10th
+    percentile (:data:`PERCENTILE`, the target's own) over seeds of their curves are within
+    one seed standard deviation (the sample std over seeds of the last epoch's qualities) of
+    theirs at the last epoch all seeds ran, mirrored for a lower-is-better metric (the 90th
+    percentile); with one seed, the last epoch (no noise to judge a plateau by).
+
+    The percentile is there because the target is taken at it: where most seeds have
+    levelled off but a slow few are still rising, the median alone would stop while the
+    target's seeds climb on, and serial's spread at that budget (what the converged check
+    judges against) would hold their climb."""
     last = min(len(c) for c in curves)
     if len(curves) < 2:
         return last, f"1 seed: no seed noise to judge a plateau by, so the maximum, {last}"
     rows = np.array([[math.nan if q is None else q for q in c[:last]] for c in curves])
     medians = np.nanmedian(rows, axis=0)
+    pct = PERCENTILE if higher_is_better else 100 - PERCENTILE
+    tails = np.nanpercentile(rows, pct, axis=0)
     finals = rows[:, -1][~np.isnan(rows[:, -1])]
     noise = float(np.std(finals, ddof=1)) if len(finals) > 1 else 0.0
     sign = 1.0 if higher_is_better else -1.0
     budget = next(e + 1 for e in range(last)
-                  if sign * (medians[-1] - medians[e]) <= noise or e == last - 1)
-    rule = (f"the first epoch whose median over {len(curves)} seeds is within one seed std "
-            f"({noise:.3g}) of the median at epoch {last}, the maximum run")
+                  if (sign * (medians[-1] - medians[e]) <= noise
+                      and sign * (tails[-1] - tails[e]) <= noise) or e == last - 1)
+    rule = (f"the first epoch whose median and {pct}th percentile over {len(curves)} seeds "
+            f"are within one seed std ({noise:.3g}) of theirs at epoch {last}, the maximum run")
     return budget, rule + (": still rising there, so the maximum" if budget == last
                            and last > 1 else "")
 
