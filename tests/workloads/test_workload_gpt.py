@@ -16,6 +16,7 @@ from parabench.case.result import Result
 from parabench.config import ConfigError, RunConfig
 from parabench.registry import workloads
 from parabench.workloads.datasets import load_char_text
+from parabench.workloads.gpt import distinct_copy_sequences
 from parabench.workloads.synthetic import BOS, COPY, copy_markov_sequences
 
 TEXT = ("It was the best of times, it was the worst of times, it was the age of wisdom, "
@@ -61,6 +62,63 @@ def test_sequences_are_a_markov_span_a_marker_and_the_span_again() -> None:
         span, copied = row[1 : m + 1], row[m + 2 :]
         assert (span >= 4).all()
         assert (copied == np.resize(span, len(copied))).all()
+
+
+def first_steps(data: object, vocab: int) -> np.ndarray:
+    """Each word's distribution of the word after it at a span's first step (where a distinct
+    walk excludes only the word itself), self-steps left out, per row."""
+    x = np.concatenate([data.x_train, data.x_test])
+    counts = np.zeros((vocab, vocab))
+    np.add.at(counts, (x[:, 1], x[:, 2]), 1)
+    np.fill_diagonal(counts, 0)
+    counts = counts[4:, 4:]
+    return counts / counts.sum(axis=1, keepdims=True)
+
+
+def test_distinct_spans_visit_each_word_once_and_follow_the_same_chain() -> None:
+    """quick's source (:func:`distinct_copy_sequences`): the structure of
+    copy_markov_sequences, spans without a repeated word (so the word to copy is never
+    ambiguous), drawn from the same chain at the same seed."""
+    kw = {"n": 10_000, "vocab_size": 32, "seq_len": 48, "seed": 3}
+    data, plain = distinct_copy_sequences(**kw), copy_markov_sequences(**kw)
+    full = np.concatenate([data.x_train, data.y_train[:, -1:]], axis=1)
+    assert (data.y_train[:, :-1] == data.x_train[:, 1:]).all()
+    for row in full[:2_000]:
+        assert row[0] == BOS and (row == COPY).sum() == 1
+        m = int(np.flatnonzero(row == COPY)[0]) - 1
+        assert 48 // 3 <= m <= 48 // 2
+        span, copied = row[1 : m + 1], row[m + 2 :]
+        assert (span >= 4).all() and len(set(span.tolist())) == m
+        assert (copied == np.resize(span, len(copied))).all()
+    repeats = 0
+    for row in plain.x_train[:2_000]:
+        m = int(np.flatnonzero(row == COPY)[0]) - 1
+        repeats += len(set(row[1 : m + 1].tolist())) < m
+    assert repeats > 0.9 * 2_000  # the chain's own walks nearly all revisit a word
+    # the same chain: at the first step the successor odds match the revisiting walk's
+    # (mean total variation 0.10 over 10,000 walks, sampling noise), not another seed's (0.76)
+    mine = first_steps(data, 32)
+    same = 0.5 * np.abs(mine - first_steps(plain, 32)).sum(axis=1).mean()
+    other = copy_markov_sequences(**{**kw, "seed": 4})
+    apart = 0.5 * np.abs(mine - first_steps(other, 32)).sum(axis=1).mean()
+    assert same < 0.2 < 0.5 < apart, (same, apart)
+    again = distinct_copy_sequences(**kw)
+    assert again.x_train.tobytes() == data.x_train.tobytes()
+    assert distinct_copy_sequences(**{**kw, "seed": 4}).x_train.tobytes() != data.x_train.tobytes()
+    with pytest.raises(ConfigError, match="at least seq_len / 2 = 24 words"):
+        distinct_copy_sequences(**{**kw, "vocab_size": 20})
+
+
+def test_quick_draws_distinct_spans_and_tiny_keeps_the_chains_walk() -> None:
+    wl = workloads.get("gpt")
+    size = wl.sizes["tiny"]
+    tiny = wl.make_data("tiny", 0)
+    assert tiny.x_train.tobytes() == copy_markov_sequences(
+        n=size.sequences, vocab_size=size.vocab, seq_len=size.seq_len, seed=0).x_train.tobytes()
+    quick = wl.make_data("quick", 5)
+    for row in quick.x_test:
+        m = int(np.flatnonzero(row == COPY)[0]) - 1
+        assert len(set(row[1 : m + 1].tolist())) == m
 
 
 def test_every_seed_trains_on_the_same_data_from_its_own_weights() -> None:
