@@ -73,7 +73,8 @@ ABOUT = ("Default time-to-quality targets: per workload and profile, the 10th pe
          "1 thread). Written by scripts/quality_targets.py, measured there or by `parabench "
          "calibrate` (then the budget is serial's plateau, and shipped_by says so); each "
          "entry records the per-seed figures and curves, the seeds, the epochs, the command "
-         "and the date.")
+         "and the date; a calibrated one also its workload_version and the libraries that "
+         "version was hashed with.")
 #: the epoch budget per profile: at most the CLI's default --max-epochs (10)
 BUDGET = {"tiny": 8, "quick": 8, "full": 8}
 

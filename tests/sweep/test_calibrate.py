@@ -15,6 +15,7 @@ from parabench.workloads import quality_targets
 from parabench.workloads.quality_targets import missing_reason, quality_target
 from parabench.workloads.targetstore import (
     ENV,
+    current_libraries,
     current_version,
     data_fingerprint,
     lookup,
@@ -205,6 +206,9 @@ def test_an_interrupted_calibration_keeps_its_seeds_and_resumes(tmp_path: Path) 
     assert ran == [1, 2]  # seed 0 came from the partial file
     assert entry["seeds"] == [0, 1, 2] and len(entry["values"]) == 3
     assert any("ETA" in line for line in lines)
+    # the code it was made by, and the libraries apart (a later library is not new code)
+    assert entry["workload_version"] == current_version("mlp")
+    assert entry["libraries"] == current_libraries("mlp") and "sklearn" in entry["libraries"]
 
 
 def test_a_train_seed_offset_trains_seed_s_data_with_training_seed_s_plus_k(

@@ -25,6 +25,7 @@ from parabench.workloads.version import (
     LENGTH,
     defining_modules,
     versions_differ,
+    workload_libraries,
     workload_version,
 )
 from sweepdata import case, write
@@ -124,6 +125,18 @@ def test_an_edit_elsewhere_is_the_same_version(plugin: Path) -> None:
     (plugin / "other.py").write_text("UNRELATED = 2  # and longer\n")
     assert "plugpkg.other" not in defining_modules(edited)
     assert workload_version(edited) == before
+
+
+def test_recorded_libraries_tell_changed_code_from_a_changed_library(plugin: Path) -> None:
+    edited = _edited(plugin)
+    version, libs = workload_version(edited), workload_libraries(edited)
+    assert libs.get("sklearn")  # mlp's tabular data: scikit-learn's version is in it
+    assert workload_version(edited, libs=libs) == version
+    newer = {**libs, "sklearn": libs["sklearn"] + ".post1"}
+    assert workload_version(edited, libs=newer) != version  # a new library: a new version
+    net = plugin / "net.py"
+    net.write_text(net.read_text().replace("HIDDEN = 64", "HIDDEN = 256"))
+    assert workload_version(edited, libs=libs) != version  # new code, same libraries
 
 
 def test_versions_differ_only_when_both_are_known() -> None:

@@ -46,6 +46,7 @@ from parabench.stopping import ToTarget
 from parabench.sweep.plan import Grid
 from parabench.sweep.run import run_grid
 from parabench.workloads.targetstore import (
+    current_libraries,
     current_version,
     data_fingerprint,
     read_store,
@@ -183,7 +184,8 @@ def measure(workload: str, profile: str, seeds: list[int], max_epochs: int = MAX
     by_curve = plateau and epochs > 1
     entry = summarize([done[train_offset][s] for s in seeds], seeds, epochs, higher, plateau)
     entry.update(workload_version=current_version(workload),
-                 data=data_fingerprint(data_dir), device=device)
+                 libraries=current_libraries(workload), data=data_fingerprint(data_dir),
+                 device=device)
     if train_offset:
         entry["train_seed_offset"] = train_offset
     if paired and len(seeds) > 1:

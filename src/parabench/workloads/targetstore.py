@@ -93,6 +93,15 @@ def current_version(workload: str) -> str | None:
     return workload_version(workloads.get(workload)) if workload in workloads else None
 
 
+def current_libraries(workload: str) -> dict[str, str | None] | None:
+    """The library versions in the workload's version now (:func:`current_version`), kept
+    in an entry so a later check can tell a changed library from changed code."""
+    from parabench.registry import workloads
+    from parabench.workloads.version import workload_libraries
+
+    return workload_libraries(workloads.get(workload)) if workload in workloads else None
+
+
 def read_store(path: Path) -> dict[str, Any]:
     """A store's ``entries`` ({} when absent or unreadable)."""
     try:

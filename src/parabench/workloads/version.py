@@ -3,6 +3,7 @@
 Usage::
 
     workload_version(workloads.get("mlp"))         # 'a1b2c3d4e5f6', the same in every process
+    workload_version(workloads.get("mlp"), libs={"sklearn": "1.9.1"})  # as with that library
     defining_modules(type(workloads.get("mlp")))   # {'parabench.workloads.mlp': Path, ...}
     versions_differ(["a1b2c3d4e5f6"], ["0f9e8d7c6b5a"])   # True: both sides known, unequal
 
@@ -65,13 +66,16 @@ RUNTIME = frozenset({"torch", "numpy"})
 DISTRIBUTIONS = {"sklearn": "scikit-learn"}
 
 
-def workload_version(workload: Workload | type) -> str:
+def workload_version(workload: Workload | type,
+                     libs: dict[str, str | None] | None = None) -> str:
     """The workload's version: :data:`LENGTH` hex digits of the sha256 of its name, its
-    defining modules' names and parsed code, and the versions of the libraries they import."""
+    defining modules' names and parsed code, and the versions of the libraries they import
+    (``libs``: those instead of the installed ones, to ask whether the *code* is what a
+    recorded version was made of, as :func:`workload_libraries` recorded them)."""
     cls = workload if isinstance(workload, type) else type(workload)
     modules = defining_modules(cls)
     h = hashlib.sha256(json.dumps([getattr(cls, "name", ""), cls.__qualname__,
-                                   libraries(modules)]).encode())
+                                   libraries(modules) if libs is None else libs]).encode())
     for name, path in sorted(modules.items()):
         h.update(name.encode())
         stat = path.stat()
@@ -123,6 +127,12 @@ def defining_modules(cls: type) -> dict[str, Path]:
         todo.extend(m for m in _imports(path, name)
                     if any(m == p or m.startswith(p + ".") for p in prefixes))
     return found
+
+
+def workload_libraries(workload: Workload | type) -> dict[str, str | None]:
+    """The library versions :func:`workload_version` hashes for ``workload`` now."""
+    return libraries(defining_modules(workload if isinstance(workload, type)
+                                      else type(workload)))
 
 
 def libraries(modules: dict[str, Path]) -> dict[str, str | None]:
