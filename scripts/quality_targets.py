@@ -108,7 +108,7 @@ def preview(partials: list[Path], workload: str, profile: str,
     found: set[int] = set()
     for path in partials:
         for key, seeds in read_store(path).items():
-            *head, max_epochs = key.split("|")
+            max_epochs = key.rsplit("|", 1)[-1]
             if (max_epochs.isdigit()
                     and key == partial_key(workload, profile, None, "cpu", int(max_epochs))):
                 found.add(int(max_epochs))

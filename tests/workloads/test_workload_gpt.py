@@ -50,18 +50,27 @@ def bigram_rate(data: object) -> float:
 # -- the synthetic source -------------------------------------------------------------------
 
 
-def test_sequences_are_a_markov_span_a_marker_and_the_span_again() -> None:
-    data = copy_markov_sequences(n=200, vocab_size=16, seq_len=24, seed=3)
-    assert data.x_train.shape[1:] == data.y_train.shape[1:] == (24,)
-    full = np.concatenate([data.x_train, data.y_train[:, -1:]], axis=1)
+def copy_spans(data: object, seq_len: int, rows: int | None = None) -> list[np.ndarray]:
+    """Each training row's span, after checking the copy structure: labels are the next
+    tokens, BOS, a span of seq_len/3 to seq_len/2 words, one COPY marker, the span again."""
+    assert data.x_train.shape[1:] == data.y_train.shape[1:] == (seq_len,)
+    full = np.concatenate([data.x_train, data.y_train[:, -1:]], axis=1)[:rows]
     assert (data.y_train[:, :-1] == data.x_train[:, 1:]).all()  # labels: the next tokens
+    spans = []
     for row in full:
         assert row[0] == BOS and (row == COPY).sum() == 1
         m = int(np.flatnonzero(row == COPY)[0]) - 1
-        assert 24 // 3 <= m <= 24 // 2
+        assert seq_len // 3 <= m <= seq_len // 2
         span, copied = row[1 : m + 1], row[m + 2 :]
         assert (span >= 4).all()
         assert (copied == np.resize(span, len(copied))).all()
+        spans.append(span)
+    return spans
+
+
+def test_sequences_are_a_markov_span_a_marker_and_the_span_again() -> None:
+    data = copy_markov_sequences(n=200, vocab_size=16, seq_len=24, seed=3)
+    assert len(copy_spans(data, 24)) == len(data.x_train) > 0
 
 
 def first_steps(data: object, vocab: int) -> np.ndarray:
@@ -81,19 +90,8 @@ def test_distinct_spans_visit_each_word_once_and_follow_the_same_chain() -> None
     ambiguous), drawn from the same chain at the same seed."""
     kw = {"n": 10_000, "vocab_size": 32, "seq_len": 48, "seed": 3}
     data, plain = distinct_copy_sequences(**kw), copy_markov_sequences(**kw)
-    full = np.concatenate([data.x_train, data.y_train[:, -1:]], axis=1)
-    assert (data.y_train[:, :-1] == data.x_train[:, 1:]).all()
-    for row in full[:2_000]:
-        assert row[0] == BOS and (row == COPY).sum() == 1
-        m = int(np.flatnonzero(row == COPY)[0]) - 1
-        assert 48 // 3 <= m <= 48 // 2
-        span, copied = row[1 : m + 1], row[m + 2 :]
-        assert (span >= 4).all() and len(set(span.tolist())) == m
-        assert (copied == np.resize(span, len(copied))).all()
-    repeats = 0
-    for row in plain.x_train[:2_000]:
-        m = int(np.flatnonzero(row == COPY)[0]) - 1
-        repeats += len(set(row[1 : m + 1].tolist())) < m
+    assert all(len(set(span.tolist())) == len(span) for span in copy_spans(data, 48, 2_000))
+    repeats = sum(len(set(span.tolist())) < len(span) for span in copy_spans(plain, 48, 2_000))
     assert repeats > 0.9 * 2_000  # the chain's own walks nearly all revisit a word
     # the same chain: at the first step the successor odds match the revisiting walk's
     # (mean total variation 0.10 over 10,000 walks, sampling noise), not another seed's (0.76)
