@@ -39,8 +39,8 @@ draws the initial weights and the batch order. So serial's seed-to-seed spread i
 training's, which is what a statistical method's quality gate must tell a loss from: with a
 chain per seed, how predictable each chain was moved the plateau from seed to seed. Quick
 trains in batches of 16 (its :class:`Size`), not 64 as full does: four times the steps an
-epoch at the same learning rate, so most seeds have learned to copy by the tenth epoch; a
-slow one is still climbing at the calibrated budget, which sets the converged check's power.
+epoch at the same learning rate, so most seeds have learned to copy by the tenth epoch; the
+calibrated budget waits for the slow ones, whose late climb sets the converged check's power.
 
 The optimizer is AdamW, as transformers are trained. Adam's step is blind to a uniform
 gradient scale, so a gradient summed instead of averaged over ranks shows in the trajectory
